@@ -6,6 +6,7 @@
 //! offsets and transitions (see `zone.rs`).
 
 /// Days from 1970-01-01 to the given date (Howard Hinnant's algorithm).
+#[inline]
 pub(crate) fn days_from_civil(year: i32, month: u32, day: u32) -> i64 {
     let y = i64::from(year) - i64::from(month <= 2);
     let era = y.div_euclid(400);
@@ -37,9 +38,10 @@ pub(crate) fn weekday_from_days(days: i64) -> u32 {
 }
 
 pub(crate) fn is_leap(year: i32) -> bool {
-    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+    year & 3 == 0 && (year % 100 != 0 || year % 400 == 0)
 }
 
+#[inline]
 pub(crate) fn days_in_month(year: i32, month: u32) -> u32 {
     match month {
         2 if is_leap(year) => 29,
@@ -75,6 +77,7 @@ impl Civil {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn to_wall_seconds(self) -> i64 {
         days_from_civil(self.year, self.month, self.day) * 86_400
             + i64::from(self.hour * 3600 + self.minute * 60 + self.second)

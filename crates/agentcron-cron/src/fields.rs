@@ -16,6 +16,28 @@ const YEAR_WORDS: usize = ((LAST_YEAR - FIRST_YEAR) as usize) / 64 + 1;
 /// gives every day of one weekday.
 const WEEKLY: u32 = (1 << 1) | (1 << 8) | (1 << 15) | (1 << 22) | (1 << 29);
 
+/// The last month the search looked at: its matching days and the day number
+/// (since 1970-01-01) of its 1st. Iterators keep it between steps so that a
+/// step within the same month does no calendar arithmetic.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MonthCache {
+    year: i32,
+    month: u32,
+    days: u32,
+    first: i64,
+}
+
+impl Default for MonthCache {
+    fn default() -> Self {
+        MonthCache {
+            year: i32::MIN,
+            month: 0,
+            days: 0,
+            first: 0,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Fields {
     seconds: u64,
@@ -40,7 +62,9 @@ pub(crate) struct Fields {
     years: Option<Box<[u64; YEAR_WORDS]>>,
     dom_star: bool,
     dow_star: bool,
-    all_days: bool,
+    /// Matching days for each (month length 28..=31, weekday of the 1st):
+    /// all a month's day mask depends on, so it is computed once at parse time.
+    day_table: [[u32; 7]; 4],
 }
 
 fn range_bits(items: &[Item], min: u32, max: u32) -> u64 {
@@ -79,7 +103,7 @@ impl Fields {
             years: None,
             dom_star: expr.dom.star,
             dow_star: expr.dow.star,
-            all_days: false,
+            day_table: [[0; 7]; 4],
         };
         for item in &expr.dom.items {
             match *item {
@@ -99,7 +123,11 @@ impl Fields {
         if !expr.year.is_all() {
             f.years = Some(Box::new(year_bits(&expr.year)));
         }
-        f.all_days = f.dom_star && f.dow_star && expr.dom.is_all() && expr.dow.is_all();
+        for dim in 28..=31u32 {
+            for wd1 in 0..7u32 {
+                f.day_table[(dim - 28) as usize][wd1 as usize] = f.compute_day_mask(dim, wd1);
+            }
+        }
         f
     }
 
@@ -145,13 +173,31 @@ impl Fields {
     /// and day-of-week fields, combined by the Vixie rule: when either field
     /// starts with `*` (or `?`) a day must match both, otherwise either.
     pub(crate) fn day_mask(&self, year: i32, month: u32) -> u32 {
-        let dim = days_in_month(year, month);
-        let valid = (u32::MAX >> (31 - dim)) & !1;
-        if self.all_days {
-            return valid;
+        let mut cache = MonthCache::default();
+        self.month_days(year, month, &mut cache);
+        cache.days
+    }
+
+    /// Fills `cache` for the given month unless it holds it already.
+    #[inline]
+    fn month_days(&self, year: i32, month: u32, cache: &mut MonthCache) {
+        if cache.year == year && cache.month == month {
+            return;
         }
         let first = days_from_civil(year, month, 1);
-        let wd1 = weekday_from_days(first); // weekday of day 1
+        let dim = days_in_month(year, month);
+        let wd1 = weekday_from_days(first);
+        *cache = MonthCache {
+            year,
+            month,
+            days: self.day_table[(dim - 28) as usize][wd1 as usize],
+            first,
+        };
+    }
+
+    /// [`Fields::day_mask`] for a month of `dim` days whose 1st is weekday `wd1`.
+    fn compute_day_mask(&self, dim: u32, wd1: u32) -> u32 {
+        let valid = (u32::MAX >> (31 - dim)) & !1;
         let dom = self.dom_mask(dim, wd1) & valid;
         let dow = self.dow_mask(dim, wd1) & valid;
         if self.dom_star || self.dow_star {
@@ -230,8 +276,8 @@ impl Fields {
     }
 
     /// The first local wall time at or after `from` that matches, if any
-    /// exists up to the end of year 9999.
-    pub(crate) fn next_match(&self, from: Civil) -> Option<Civil> {
+    /// exists up to the end of year 9999, with its wall seconds.
+    pub(crate) fn next_match(&self, from: Civil, cache: &mut MonthCache) -> Option<(Civil, i64)> {
         let Civil {
             mut year,
             mut month,
@@ -254,7 +300,8 @@ impl Fields {
                     Some(m) if m != month => (month, day, hour, minute, second) = (m, 1, 0, 0, 0),
                     Some(_) => {}
                 }
-                let days = self.day_mask(year, month);
+                self.month_days(year, month, cache);
+                let days = cache.days;
                 'day: loop {
                     match next_bit(u64::from(days), day) {
                         None => {
@@ -285,14 +332,17 @@ impl Fields {
                             match next_bit(self.seconds, second) {
                                 None => (minute, second) = (minute + 1, 0),
                                 Some(s) => {
-                                    return Some(Civil {
+                                    let wall = (cache.first + i64::from(day) - 1) * 86_400
+                                        + i64::from(hour * 3600 + minute * 60 + s);
+                                    let civil = Civil {
                                         year,
                                         month,
                                         day,
                                         hour,
                                         minute,
                                         second: s,
-                                    });
+                                    };
+                                    return Some((civil, wall));
                                 }
                             }
                         }
@@ -300,12 +350,6 @@ impl Fields {
                 }
             }
         }
-    }
-
-    /// [`Fields::next_match`] on wall seconds.
-    pub(crate) fn next_match_wall(&self, wall: i64) -> Option<i64> {
-        self.next_match(Civil::from_wall_seconds(wall))
-            .map(Civil::to_wall_seconds)
     }
 }
 

@@ -17,7 +17,8 @@
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ZonedDateTime};
 
-use crate::fields::Fields;
+use crate::civil::Civil;
+use crate::fields::{Fields, MonthCache};
 use crate::{DstPolicy, Fold, Gap};
 
 /// Offsets never exceed ±25:59:59 in jiff, so a fold is shorter than this and
@@ -35,10 +36,27 @@ pub(crate) struct Segment {
     floor: i64,
 }
 
+impl Segment {
+    /// The instant showing wall time `wall` in this segment, if it lies here
+    /// and is not a suppressed second pass.
+    #[inline]
+    pub(crate) fn instant_of(&self, wall: i64) -> Option<i64> {
+        let at = wall - self.offset;
+        (at < self.end && wall >= self.floor).then_some(at)
+    }
+}
+
 /// Memo of one wall-time search: no match in `[from, found)`.
 struct Memo {
     from: i64,
-    found: Option<i64>,
+    found: Option<(i64, Civil)>,
+}
+
+/// A fire found by [`ZoneSearch::next_after`]: its instant, and the wall time
+/// that matched (absent for a fire shifted to the end of a DST gap).
+pub(crate) struct Fire {
+    pub(crate) at: i64,
+    pub(crate) wall: Option<Civil>,
 }
 
 pub(crate) struct ZoneSearch<'a> {
@@ -49,13 +67,25 @@ pub(crate) struct ZoneSearch<'a> {
 }
 
 impl ZoneSearch<'_> {
-    fn find(&self, memo: &mut Option<Memo>, from: i64) -> Option<i64> {
+    /// First matching wall time at or after `from` (wall seconds); `civil`,
+    /// when given, is the same instant as a civil time and saves a conversion.
+    fn find(
+        &self,
+        memo: &mut Option<Memo>,
+        cache: &mut MonthCache,
+        from: i64,
+        civil: Option<Civil>,
+    ) -> Option<(i64, Civil)> {
         if let Some(m) = memo {
-            if m.from <= from && m.found.is_none_or(|f| f >= from) {
+            if m.from <= from && m.found.is_none_or(|(f, _)| f >= from) {
                 return m.found;
             }
         }
-        let found = self.fields.next_match_wall(from);
+        let civil = civil.unwrap_or_else(|| Civil::from_wall_seconds(from));
+        let found = self
+            .fields
+            .next_match(civil, cache)
+            .map(|(c, wall)| (wall, c));
         *memo = Some(Memo { from, found });
         found
     }
@@ -63,33 +93,60 @@ impl ZoneSearch<'_> {
     /// The segment containing the instant `t + 1` as seen from the instant
     /// `t` whose offset is `offset`.
     pub(crate) fn segment_after(&self, t: i64, offset: i64) -> Segment {
-        let end = next_transition(self.tz, t).map_or(i64::MAX, |(at, _)| at);
         let mut floor = i64::MIN;
         if self.fixed && self.policy.fold == Fold::Once {
-            if let Some((at, after)) = previous_transition(self.tz, t + 1) {
-                // Only a recent fall-back can leave us inside a second pass.
-                if t + 1 - at < MAX_FOLD_SECONDS {
-                    let before = offset_at(self.tz, at - 1);
-                    if before > after {
-                        floor = at + before;
+            // One lookup answers both questions in the common case: the first
+            // transition after `t + 1 - MAX_FOLD` lies beyond `t`, so no recent
+            // fall-back can hide a second pass, and it is the segment's end.
+            let window = next_transition(self.tz, t + 1 - MAX_FOLD_SECONDS);
+            match window {
+                Some((at, _)) if at <= t => {
+                    if let Some((at, after)) = previous_transition(self.tz, t + 1) {
+                        let before = offset_at(self.tz, at - 1);
+                        if before > after {
+                            floor = at + before;
+                        }
                     }
+                }
+                _ => {
+                    let end = window.map_or(i64::MAX, |(at, _)| at);
+                    return Segment { offset, end, floor };
                 }
             }
         }
+        let end = next_transition(self.tz, t).map_or(i64::MAX, |(at, _)| at);
         Segment { offset, end, floor }
     }
 
     /// The first firing instant strictly after the instant `t` (epoch
     /// seconds), given the segment that `t + 1` lies in.
-    pub(crate) fn next_after(&self, t: i64, seg: &mut Segment) -> Option<i64> {
+    ///
+    /// `first`, when given, is the wall time of `t + 1` as a civil time
+    /// (possibly with second = 60: the search carries it).
+    pub(crate) fn next_after(
+        &self,
+        t: i64,
+        seg: &mut Segment,
+        first: Option<Civil>,
+        cache: &mut MonthCache,
+    ) -> Option<Fire> {
         let mut memo = None;
         let mut start = t + 1;
+        let mut civil = first;
         loop {
-            let wall_from = (start + seg.offset).max(seg.floor);
-            let found = self.find(&mut memo, wall_from);
-            if let Some(wall) = found {
+            let wall = start + seg.offset;
+            let (wall_from, civil_from) = if wall >= seg.floor {
+                (wall, civil.take())
+            } else {
+                (seg.floor, None)
+            };
+            let found = self.find(&mut memo, cache, wall_from, civil_from);
+            if let Some((wall, civil)) = found {
                 if wall - seg.offset < seg.end {
-                    return Some(wall - seg.offset);
+                    return Some(Fire {
+                        at: wall - seg.offset,
+                        wall: Some(civil),
+                    });
                 }
             }
             if seg.end == i64::MAX {
@@ -111,9 +168,9 @@ impl ZoneSearch<'_> {
             if new_offset > old_offset {
                 // Spring forward: wall times [at + old, at + new) never happen.
                 if self.fixed && self.policy.gap == Gap::Shift {
-                    if let Some(wall) = self.find(&mut memo, at + old_offset) {
+                    if let Some((wall, _)) = self.find(&mut memo, cache, at + old_offset, None) {
                         if wall < at + new_offset {
-                            return Some(at);
+                            return Some(Fire { at, wall: None });
                         }
                     }
                 }
@@ -158,4 +215,20 @@ pub(crate) fn to_zoned(t: i64, tz: &TimeZone) -> Option<ZonedDateTime> {
     Timestamp::from_second(t)
         .ok()
         .map(|ts| ts.to_zoned_datetime(tz.clone()))
+}
+
+/// The wall time one second after `zdt`'s floored second, as a civil time.
+/// The second may read 60; the search carries it into the minute.
+pub(crate) fn civil_after(zdt: &ZonedDateTime) -> Civil {
+    // Civil times are floored already: 1969-12-31T23:59:59.5 shows second 59.
+    let dt = zdt.datetime();
+    let second = dt.second() as u32 + 1;
+    Civil {
+        year: i32::from(dt.year()),
+        month: dt.month() as u32,
+        day: dt.day() as u32,
+        hour: dt.hour() as u32,
+        minute: dt.minute() as u32,
+        second,
+    }
 }
