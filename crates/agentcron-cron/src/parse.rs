@@ -354,7 +354,11 @@ impl ItemParser<'_> {
         let (start, end) = match base.split_once('-') {
             Some((a, b)) => {
                 let start = self.parse_value(a, 0)?;
-                let end = self.parse_value(b, a.len() + 1)?;
+                let mut end = self.parse_value(b, a.len() + 1)?;
+                // `MON-SUN`: Sunday closing a range is day 7, as people mean it.
+                if self.field == Field::DayOfWeek && b == "SUN" {
+                    end = 7;
+                }
                 if start > end {
                     return Err(self.err(
                         0,

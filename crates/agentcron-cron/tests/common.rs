@@ -97,6 +97,7 @@ impl FieldSpec {
         if self.question {
             return "?".into();
         }
+        // `SUN` closing a range means 7, so a closing 0 stays a number.
         let parts: Vec<String> = self
             .items
             .iter()
@@ -116,13 +117,13 @@ impl FieldSpec {
                     format!(
                         "{}-{}",
                         name(kind, start, self.names),
-                        name(kind, end, self.names)
+                        name(kind, end, self.names && end != 0)
                     )
                 }
                 Item::Range { start, end, step } => format!(
                     "{}-{}/{step}",
                     name(kind, start, self.names),
-                    name(kind, end, self.names)
+                    name(kind, end, self.names && end != 0)
                 ),
                 Item::From { start, step } => format!("{}/{step}", name(kind, start, self.names)),
                 Item::Last { offset: 0 } => "L".into(),
@@ -162,6 +163,41 @@ impl FieldSpec {
 }
 
 impl Expr {
+    /// The same expression with `a/step` spelled `a-max/step` (croner accepts only that).
+    pub fn without_open_steps(&self) -> Expr {
+        let close = |f: &FieldSpec, kind: Kind| {
+            let max = if kind == Kind::Dow {
+                6
+            } else {
+                kind.bounds().1
+            };
+            FieldSpec {
+                items: f
+                    .items
+                    .iter()
+                    .map(|i| match *i {
+                        Item::From { start, step } => Item::Range {
+                            start,
+                            end: max,
+                            step,
+                        },
+                        ref other => other.clone(),
+                    })
+                    .collect(),
+                ..f.clone()
+            }
+        };
+        Expr {
+            second: self.second.as_ref().map(|f| close(f, Kind::Second)),
+            minute: close(&self.minute, Kind::Minute),
+            hour: close(&self.hour, Kind::Hour),
+            dom: close(&self.dom, Kind::Dom),
+            month: close(&self.month, Kind::Month),
+            dow: close(&self.dow, Kind::Dow),
+            year: self.year.as_ref().map(|f| close(f, Kind::Year)),
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut parts = Vec::new();
         if let Some(s) = &self.second {
