@@ -98,6 +98,15 @@ mod tests {
     }
 
     #[test]
+    fn wall_seconds_round_trip() {
+        for secs in (-5_000_000_000i64..260_000_000_000).step_by(7_777_777) {
+            let c = Civil::from_wall_seconds(secs);
+            assert_eq!(c.to_wall_seconds(), secs, "{c:?}");
+            assert!(c.hour < 24 && c.minute < 60 && c.second < 60);
+        }
+    }
+
+    #[test]
     fn agrees_with_jiff() {
         for days in (-200_000..2_900_000).step_by(1013) {
             let (y, m, d) = civil_from_days(days);

@@ -230,13 +230,9 @@ mod en {
                 unit(&e.second, "second", "seconds")
             });
         }
-        if !(second_zero || e.minute.is_all()) || second_zero {
-            match (single(&e.minute), e.hour.is_all()) {
-                (Some(0), true) if second_zero => parts.push("every hour".into()),
-                _ if e.minute.is_all() && !second_zero => {}
-                _ => parts.push(unit(&e.minute, "minute", "minutes")),
-            }
-        } else if !e.minute.is_all() {
+        if second_zero && single(&e.minute) == Some(0) && e.hour.is_all() {
+            parts.push("every hour".into());
+        } else if second_zero || !e.minute.is_all() {
             parts.push(unit(&e.minute, "minute", "minutes"));
         }
         if !e.hour.is_all() {

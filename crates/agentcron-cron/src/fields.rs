@@ -263,7 +263,7 @@ impl Fields {
                 }
                 let mut nth = self.nth[w as usize];
                 while nth != 0 {
-                    let n = u32::from(nth.trailing_zeros());
+                    let n = nth.trailing_zeros();
                     nth &= nth - 1;
                     let d = first + 7 * (n - 1);
                     if d <= dim {

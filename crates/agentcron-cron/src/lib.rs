@@ -459,10 +459,10 @@ impl<'a> Cursor<'a> {
             Kind::Cron { fields, fixed, .. } => {
                 if let (Some(seg), Some(from)) = (&self.seg, self.wall_after) {
                     // Fast path: the next match lies in the current segment.
-                    if let Some((civil, wall)) = fields.next_match(from, &mut self.months) {
-                        if let Some(at) = seg.instant_of(wall) {
-                            return self.fired(at, Some(civil));
-                        }
+                    if let Some((civil, wall)) = fields.next_match(from, &mut self.months)
+                        && let Some(at) = seg.instant_of(wall)
+                    {
+                        return self.fired(at, Some(civil));
                     }
                 }
                 let search = ZoneSearch {

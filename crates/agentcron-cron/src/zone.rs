@@ -76,10 +76,11 @@ impl ZoneSearch<'_> {
         from: i64,
         civil: Option<Civil>,
     ) -> Option<(i64, Civil)> {
-        if let Some(m) = memo {
-            if m.from <= from && m.found.is_none_or(|(f, _)| f >= from) {
-                return m.found;
-            }
+        if let Some(m) = memo
+            && m.from <= from
+            && m.found.is_none_or(|(f, _)| f >= from)
+        {
+            return m.found;
         }
         let civil = civil.unwrap_or_else(|| Civil::from_wall_seconds(from));
         let found = self
@@ -141,13 +142,13 @@ impl ZoneSearch<'_> {
                 (seg.floor, None)
             };
             let found = self.find(&mut memo, cache, wall_from, civil_from);
-            if let Some((wall, civil)) = found {
-                if wall - seg.offset < seg.end {
-                    return Some(Fire {
-                        at: wall - seg.offset,
-                        wall: Some(civil),
-                    });
-                }
+            if let Some((wall, civil)) = found
+                && wall - seg.offset < seg.end
+            {
+                return Some(Fire {
+                    at: wall - seg.offset,
+                    wall: Some(civil),
+                });
             }
             if seg.end == i64::MAX {
                 return None;
@@ -167,12 +168,12 @@ impl ZoneSearch<'_> {
             };
             if new_offset > old_offset {
                 // Spring forward: wall times [at + old, at + new) never happen.
-                if self.fixed && self.policy.gap == Gap::Shift {
-                    if let Some((wall, _)) = self.find(&mut memo, cache, at + old_offset, None) {
-                        if wall < at + new_offset {
-                            return Some(Fire { at, wall: None });
-                        }
-                    }
+                if self.fixed
+                    && self.policy.gap == Gap::Shift
+                    && let Some((wall, _)) = self.find(&mut memo, cache, at + old_offset, None)
+                    && wall < at + new_offset
+                {
+                    return Some(Fire { at, wall: None });
                 }
             } else if new_offset < old_offset && self.fixed && self.policy.fold == Fold::Once {
                 // Fall back: wall times [at + new, at + old) happen a second time.

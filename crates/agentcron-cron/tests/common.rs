@@ -3,7 +3,7 @@
 //! jiff's calendar, by a slow reference matcher that shares no code with the
 //! engine.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, missing_docs)]
 
 use jiff::civil::{Date, DateTime, Weekday};
 use proptest::prelude::*;
@@ -152,11 +152,13 @@ impl FieldSpec {
         };
         self.question
             || self.items.iter().any(|i| match *i {
-                Item::Star { step } => (v - min) % step == 0,
+                Item::Star { step } => (v - min).is_multiple_of(step),
                 Item::Range { start, end, step } => {
-                    v >= start && v <= end && (v - start) % step == 0
+                    v >= start && v <= end && (v - start).is_multiple_of(step)
                 }
-                Item::From { start, step } => v >= start && v <= max && (v - start) % step == 0,
+                Item::From { start, step } => {
+                    v >= start && v <= max && (v - start).is_multiple_of(step)
+                }
                 _ => false,
             })
     }
@@ -258,9 +260,11 @@ fn dom_item(item: &Item, date: Date) -> bool {
     let d = date.day() as u32;
     let dim = date.days_in_month() as u32;
     match *item {
-        Item::Star { step } => (d - 1) % step == 0,
-        Item::Range { start, end, step } => d >= start && d <= end && (d - start) % step == 0,
-        Item::From { start, step } => d >= start && (d - start) % step == 0,
+        Item::Star { step } => (d - 1).is_multiple_of(step),
+        Item::Range { start, end, step } => {
+            d >= start && d <= end && (d - start).is_multiple_of(step)
+        }
+        Item::From { start, step } => d >= start && (d - start).is_multiple_of(step),
         Item::Last { offset } => offset < dim && d == dim - offset,
         Item::LastWeekday => {
             // The last day of the month that is a weekday.

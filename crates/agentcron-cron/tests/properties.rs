@@ -104,7 +104,7 @@ fn fires_at(e: &common::Expr, policy: DstPolicy, tz: &TimeZone, t: i64) -> bool 
                 if e.matches(w) {
                     return true;
                 }
-                w = w + 1.second();
+                w += 1.second();
             }
         }
     }

@@ -1,1 +1,69 @@
-fn main() {}
+//! `agentcron`, the binary.
+//!
+//! # Layout
+//! - `main.rs` (this file): the command line — argument parsing (clap) and
+//!   the one-line error report.
+//! - `cron_cmd`: `agentcron cron next` and `agentcron cron explain`, the
+//!   cron engine from the shell.
+//!
+//! The daemon (`serve`), the REST API, dashboard, metrics and MCP arrive with
+//! their issues; see `docs/architecture.md`.
+
+#![forbid(unsafe_code)]
+
+mod cron_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// agentcron: a scheduler that gives AI agents a calendar.
+#[derive(Debug, Parser)]
+#[command(name = "agentcron", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with cron expressions: next fire times, descriptions.
+    #[command(subcommand)]
+    Cron(cron_cmd::CronCommand),
+}
+
+/// A failure the user caused (bad expression, zone, timestamp): exit status 2.
+#[derive(Debug)]
+pub(crate) struct UsageError(pub(crate) String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Cron(cmd) => cron_cmd::run(cmd, &mut std::io::stdout().lock()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // One line, with every cause in the chain.
+            let line = err
+                .chain()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(": ");
+            eprintln!("agentcron: {line}");
+            if err.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
