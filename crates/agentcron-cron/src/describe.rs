@@ -249,6 +249,11 @@ mod en {
                     ] if start != end => {
                         format!("between {} and {}", clock(*start, 0, 0), clock(*end, 59, 0))
                     }
+                    [Item::Range { start, end, step }] if start != end => format!(
+                        "every {step} hours, between {} and {}",
+                        clock(*start, 0, 0),
+                        clock(*end, 59, 0)
+                    ),
                     _ => match single(&e.hour) {
                         Some(h) => format!("between {} and {}", clock(h, 0, 0), clock(h, 59, 0)),
                         None => format!("during hours {}", list(&e.hour)),
@@ -266,6 +271,11 @@ mod en {
     fn days_of_month(f: &FieldExpr) -> String {
         if let Some(step) = plain_step(f) {
             return format!("every {step} days");
+        }
+        if let [Item::LastDay { offset }] = f.items.as_slice()
+            && *offset > 0
+        {
+            return format!("{offset} days before the last day of the month");
         }
         let special = f
             .items
@@ -320,7 +330,9 @@ mod en {
         let dom = (!e.dom.is_all()).then(|| days_of_month(&e.dom));
         let dow = (!e.dow.is_all()).then(|| days_of_week(&e.dow));
         match (dom, dow) {
-            (Some(d), Some(w)) if !(e.dom.star || e.dow.star) => parts.push(format!("{d}, or {w}")),
+            (Some(d), Some(w)) if !(e.dom.star || e.dow.star) => {
+                parts.push(format!("{d}, or {}", w.trim_start_matches("only ")))
+            }
             (d, w) => parts.extend(d.into_iter().chain(w)),
         }
         if !e.month.is_all() {
@@ -359,6 +371,9 @@ mod zh {
                 end,
                 step: 1,
             } => format!("{}至{}", v(start), v(end)),
+            Item::Range { start, end, step } if field == Field::Hour => {
+                format!("{}至{}每{step}小时", v(start), v(end))
+            }
             Item::Range { start, end, step } => {
                 format!("{}至{}每隔{step}", v(start), v(end))
             }
@@ -526,6 +541,18 @@ mod tests {
             en("30 9-17 * * *"),
             "At 30 minutes past the hour, between 09:00 and 17:59"
         );
+        assert_eq!(
+            en("0 8-18/2 * * *"),
+            "At 0 minutes past the hour, every 2 hours, between 08:00 and 18:59"
+        );
+        assert_eq!(
+            en("0 0 L-3 * *"),
+            "At 00:00, 3 days before the last day of the month"
+        );
+        assert_eq!(
+            en("0 0 1-7 * 1"),
+            "At 00:00, on days 1 through 7 of the month, or on Monday"
+        );
     }
 
     #[test]
@@ -540,5 +567,6 @@ mod tests {
         assert_eq!(zh("0 8 * * 1,3,5"), "每周一、周三、周五 08:00");
         assert_eq!(zh("@every 90s"), "每1分钟30秒");
         assert_eq!(zh("15,45 */2 * * *"), "每2小时的第15、45分钟");
+        assert_eq!(zh("0 8-18/2 * * *"), "8点至18点每2小时的第0分钟");
     }
 }

@@ -85,6 +85,12 @@ impl ParseError {
         }
     }
 
+    /// Appends a hint to the reason.
+    pub(crate) fn with_hint(mut self, hint: &str) -> Self {
+        self.reason = format!("{}; {hint}", self.reason);
+        self
+    }
+
     /// The field at fault, when the problem lies in one field.
     pub fn field(&self) -> Option<Field> {
         self.field

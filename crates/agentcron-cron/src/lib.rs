@@ -201,7 +201,7 @@ impl ScheduleBuilder {
                     .next_match(Civil::from_wall_seconds(0), &mut MonthCache::default())
                     .is_none()
                 {
-                    return Err(never_fires(&expr));
+                    return Err(parse::never_fires(&expr));
                 }
                 let fixed = !(expr.second.star || expr.minute.star || expr.hour.star);
                 Kind::Cron {
@@ -217,64 +217,6 @@ impl ScheduleBuilder {
             dst: self.dst,
         })
     }
-}
-
-fn never_fires(expr: &CronExpr) -> ParseError {
-    use parse::Item;
-    // Name the usual culprit: plain days that no selected month has.
-    let months: Vec<u32> = (1..=12)
-        .filter(|m| {
-            expr.month.items.iter().any(|i| match *i {
-                Item::Every { step } => (m - 1) % step == 0,
-                Item::Range { start, end, step } => {
-                    (start..=end).contains(m) && (m - start) % step == 0
-                }
-                _ => false,
-            })
-        })
-        .collect();
-    let only_plain_days = expr.dow.star
-        && expr
-            .dom
-            .items
-            .iter()
-            .all(|i| matches!(i, Item::Range { .. } | Item::NearestWeekday(_)));
-    if only_plain_days && !months.is_empty() && expr.year.is_all() {
-        let longest = months
-            .iter()
-            .map(|&m| civil::days_in_month(2000, m))
-            .max()
-            .unwrap_or(31);
-        const NAMES: [&str; 12] = [
-            "January",
-            "February",
-            "March",
-            "April",
-            "May",
-            "June",
-            "July",
-            "August",
-            "September",
-            "October",
-            "November",
-            "December",
-        ];
-        let names: Vec<&str> = months.iter().map(|&m| NAMES[m as usize - 1]).collect();
-        return ParseError::new(
-            None,
-            None,
-            format!(
-                "the expression can never fire: {} {} at most {longest} days",
-                names.join(", "),
-                if names.len() == 1 { "has" } else { "have" }
-            ),
-        );
-    }
-    ParseError::new(
-        None,
-        None,
-        "the expression can never fire: no date between 1970 and 9999 matches all its fields",
-    )
 }
 
 impl Schedule {

@@ -139,7 +139,17 @@ pub(crate) fn parse(text: &str, hash_key: Option<&str>) -> Result<Expr, ParseErr
         year: FieldExpr::every(Field::Year),
     };
     for (&field, &(col, tok)) in fields.iter().zip(&tokens) {
-        let parsed = parse_field(field, tok, col, hash_key)?;
+        let parsed = parse_field(field, tok, col, hash_key).map_err(|e| {
+            // `0 9 * * * 2027`: six fields read as seconds-first, not as a year.
+            let looks_like_year = tok.parse::<u32>().is_ok_and(|v| v >= 1970);
+            if tokens.len() == 6 && field == Field::DayOfWeek && looks_like_year {
+                e.with_hint(
+                    "6 fields start with seconds; a year needs 7 fields (sec min hour dom mon dow year)",
+                )
+            } else {
+                e
+            }
+        })?;
         match field {
             Field::Second => expr.second = parsed,
             Field::Minute => expr.minute = parsed,
@@ -556,6 +566,65 @@ impl ItemParser<'_> {
             }
         }
     }
+}
+
+/// Why a compiled expression matches no date: names the usual culprit
+/// (plain days no selected month has) or says so in general.
+pub(crate) fn never_fires(expr: &CronExpr) -> ParseError {
+    // Name the usual culprit: plain days that no selected month has.
+    let months: Vec<u32> = (1..=12)
+        .filter(|m| {
+            expr.month.items.iter().any(|i| match *i {
+                Item::Every { step } => (m - 1) % step == 0,
+                Item::Range { start, end, step } => {
+                    (start..=end).contains(m) && (m - start) % step == 0
+                }
+                _ => false,
+            })
+        })
+        .collect();
+    let only_plain_days = expr.dow.star
+        && expr
+            .dom
+            .items
+            .iter()
+            .all(|i| matches!(i, Item::Range { .. } | Item::NearestWeekday(_)));
+    if only_plain_days && !months.is_empty() && expr.year.is_all() {
+        let longest = months
+            .iter()
+            .map(|&m| crate::civil::days_in_month(2000, m))
+            .max()
+            .unwrap_or(31);
+        const NAMES: [&str; 12] = [
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ];
+        let names: Vec<&str> = months.iter().map(|&m| NAMES[m as usize - 1]).collect();
+        return ParseError::new(
+            None,
+            None,
+            format!(
+                "the expression can never fire: {} {} at most {longest} days",
+                names.join(", "),
+                if names.len() == 1 { "has" } else { "have" }
+            ),
+        );
+    }
+    ParseError::new(
+        None,
+        None,
+        "the expression can never fire: no date between 1970 and 9999 matches all its fields",
+    )
 }
 
 /// A hash of the key that is stable across platforms and releases (FNV-1a,

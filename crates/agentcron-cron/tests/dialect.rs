@@ -368,6 +368,10 @@ fn errors_name_field_reason_and_column() {
         "year field: 1969 is out of range 1970-9999 (column 13)"
     );
     assert_eq!(err(""), "the expression is empty");
+    assert_eq!(
+        err("0 9 * * * 2027"),
+        "day-of-week field: 2027 is out of range 0-7; 6 fields start with seconds; a year needs 7 fields (sec min hour dom mon dow year) (column 11)"
+    );
     let e = Schedule::parse("  0 25 * * *").unwrap_err();
     assert_eq!((e.field(), e.column()), (Some(Field::Hour), Some(5)));
 }
