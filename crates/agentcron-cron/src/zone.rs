@@ -32,11 +32,25 @@ pub(crate) struct Segment {
     offset: i64,
     /// First instant (epoch seconds) of the next segment, `i64::MAX` if none.
     end: i64,
+    /// The offset the next segment starts with (meaningless when `end` is `i64::MAX`).
+    next_offset: i64,
     /// Wall times below this are second-pass fold repeats, suppressed by `fold = once`.
     floor: i64,
 }
 
 impl Segment {
+    /// A segment with this offset, ending at `next` (a transition and the
+    /// offset it starts) or never.
+    fn until(offset: i64, next: Option<(i64, i64)>, floor: i64) -> Segment {
+        let (end, next_offset) = next.unwrap_or((i64::MAX, offset));
+        Segment {
+            offset,
+            end,
+            next_offset,
+            floor,
+        }
+    }
+
     /// The instant showing wall time `wall` in this segment, if it lies here
     /// and is not a suppressed second pass.
     #[inline]
@@ -109,14 +123,10 @@ impl ZoneSearch<'_> {
                         }
                     }
                 }
-                _ => {
-                    let end = window.map_or(i64::MAX, |(at, _)| at);
-                    return Segment { offset, end, floor };
-                }
+                _ => return Segment::until(offset, window, floor),
             }
         }
-        let end = next_transition(self.tz, t).map_or(i64::MAX, |(at, _)| at);
-        Segment { offset, end, floor }
+        Segment::until(offset, next_transition(self.tz, t), floor)
     }
 
     /// The first firing instant strictly after the instant `t` (epoch
@@ -154,18 +164,13 @@ impl ZoneSearch<'_> {
                 return None;
             }
             let at = seg.end;
-            let new_offset = offset_at(self.tz, at);
+            let new_offset = seg.next_offset;
             if found.is_none() && new_offset >= seg.offset {
                 // No wall time matches from here on, and wall time never goes back.
                 return None;
             }
             let old_offset = seg.offset;
-            let end = next_transition(self.tz, at).map_or(i64::MAX, |(next, _)| next);
-            *seg = Segment {
-                offset: new_offset,
-                end,
-                floor: i64::MIN,
-            };
+            *seg = Segment::until(new_offset, next_transition(self.tz, at), i64::MIN);
             if new_offset > old_offset {
                 // Spring forward: wall times [at + old, at + new) never happen.
                 if self.fixed
