@@ -25,7 +25,8 @@ impl std::str::FromStr for Lang {
     }
 }
 
-const MONTHS_EN: [&str; 12] = [
+/// Month names, January first (also used by parse errors).
+pub(crate) const MONTHS_EN: [&str; 12] = [
     "January",
     "February",
     "March",

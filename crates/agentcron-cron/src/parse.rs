@@ -595,21 +595,10 @@ pub(crate) fn never_fires(expr: &CronExpr) -> ParseError {
             .map(|&m| crate::civil::days_in_month(2000, m))
             .max()
             .unwrap_or(31);
-        const NAMES: [&str; 12] = [
-            "January",
-            "February",
-            "March",
-            "April",
-            "May",
-            "June",
-            "July",
-            "August",
-            "September",
-            "October",
-            "November",
-            "December",
-        ];
-        let names: Vec<&str> = months.iter().map(|&m| NAMES[m as usize - 1]).collect();
+        let names: Vec<&str> = months
+            .iter()
+            .map(|&m| crate::describe::MONTHS_EN[m as usize - 1])
+            .collect();
         return ParseError::new(
             None,
             None,

@@ -86,32 +86,22 @@ fn next_honours_dst_policy_flags_and_hash_key() {
         stdout(&o),
         "2026-11-01T01:30:00-04:00\n2026-11-01T01:30:00-05:00\n"
     );
-    let a = agentcron(&[
-        "cron",
-        "next",
-        "H 9 * * *",
-        "--tz",
-        "UTC",
-        "--after",
-        "2026-01-01T00:00:00Z",
-        "--count",
-        "1",
-        "--hash-key",
-        "task-1",
-    ]);
-    let b = agentcron(&[
-        "cron",
-        "next",
-        "H 9 * * *",
-        "--tz",
-        "UTC",
-        "--after",
-        "2026-01-01T00:00:00Z",
-        "--count",
-        "1",
-        "--hash-key",
-        "task-1",
-    ]);
+    let hashed = || {
+        agentcron(&[
+            "cron",
+            "next",
+            "H 9 * * *",
+            "--tz",
+            "UTC",
+            "--after",
+            "2026-01-01T00:00:00Z",
+            "--count",
+            "1",
+            "--hash-key",
+            "task-1",
+        ])
+    };
+    let (a, b) = (hashed(), hashed());
     assert!(a.status.success());
     assert_eq!(stdout(&a), stdout(&b));
     assert!(stdout(&a).starts_with("2026-01-01T09:"));
