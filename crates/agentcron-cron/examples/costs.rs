@@ -44,6 +44,12 @@ fn main() {
     time("to_zoned_datetime", n, |i| {
         ts(i).to_zoned_datetime(tz.clone())
     });
+    let dts: Vec<jiff::civil::DateTime> = (0..4096).map(|i| ts(i).to_zoned_datetime(tz.clone()).datetime()).collect();
+    time("civil DateTime::new", n, |i| {
+        let d = dts[(i % 4096) as usize];
+        jiff::civil::DateTime::new(d.year(), d.month(), d.day(), d.hour(), d.minute(), d.second(), 0)
+    });
+    time("civil to_zoned_datetime", n, |i| dts[(i % 4096) as usize].to_zoned_datetime(tz.clone()));
     let utc = jiff::tz::TimeZone::UTC;
     time("to_zoned_datetime UTC", n, |i| {
         ts(i).to_zoned_datetime(utc.clone())
