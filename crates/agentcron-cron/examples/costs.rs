@@ -30,6 +30,12 @@ fn main() {
         "timestamps_after */5 NY step {:.1} ns",
         t.elapsed().as_nanos() as f64 / count as f64
     );
+    let t = Instant::now();
+    let count = five.iter_after(&starts0[0]).take(steps).count();
+    println!(
+        "iter_after */5 NY step {:.1} ns",
+        t.elapsed().as_nanos() as f64 / count as f64
+    );
     if std::env::args().any(|a| a == "iter") {
         return;
     }
@@ -44,12 +50,24 @@ fn main() {
     time("to_zoned_datetime", n, |i| {
         ts(i).to_zoned_datetime(tz.clone())
     });
-    let dts: Vec<jiff::civil::DateTime> = (0..4096).map(|i| ts(i).to_zoned_datetime(tz.clone()).datetime()).collect();
+    let dts: Vec<jiff::civil::DateTime> = (0..4096)
+        .map(|i| ts(i).to_zoned_datetime(tz.clone()).datetime())
+        .collect();
     time("civil DateTime::new", n, |i| {
         let d = dts[(i % 4096) as usize];
-        jiff::civil::DateTime::new(d.year(), d.month(), d.day(), d.hour(), d.minute(), d.second(), 0)
+        jiff::civil::DateTime::new(
+            d.year(),
+            d.month(),
+            d.day(),
+            d.hour(),
+            d.minute(),
+            d.second(),
+            0,
+        )
     });
-    time("civil to_zoned_datetime", n, |i| dts[(i % 4096) as usize].to_zoned_datetime(tz.clone()));
+    time("civil to_zoned_datetime", n, |i| {
+        dts[(i % 4096) as usize].to_zoned_datetime(tz.clone())
+    });
     let utc = jiff::tz::TimeZone::UTC;
     time("to_zoned_datetime UTC", n, |i| {
         ts(i).to_zoned_datetime(utc.clone())
