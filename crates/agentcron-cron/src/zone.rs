@@ -25,6 +25,9 @@ use crate::{DstPolicy, Fold, Gap};
 /// a transition further back than this cannot hide a repeated wall time.
 const MAX_FOLD_SECONDS: i64 = 2 * 26 * 3600;
 
+/// Every UTC offset jiff allows is smaller in size than this (±25:59:59).
+const MAX_OFFSET_SECONDS: i64 = 26 * 3600;
+
 /// The search state between two answers, kept by iterators.
 #[derive(Clone, Debug)]
 pub(crate) struct Segment {
@@ -129,6 +132,22 @@ impl ZoneSearch<'_> {
         Segment::until(offset, next_transition(self.tz, t), floor)
     }
 
+    /// An instant `J > at` such that nothing fires in `[at, J)`, if the
+    /// next match is far enough away for one to exist.
+    ///
+    /// Offsets stay below `MAX_OFFSET_SECONDS` in size, so every instant from
+    /// `at` on shows a wall time of at least `at - MAX`. Let `W` be the first
+    /// match at or after that wall time. An instant `t < W - MAX` shows a wall
+    /// time in `[at - MAX, W)`, which holds no match; and a gap-shifted fire at
+    /// a transition `T < W - MAX` would need a match among the skipped wall
+    /// times `[T + before, T + after)`, also inside `[at - MAX, W)`. So
+    /// `J = W - MAX` is safe.
+    fn jump_target(&self, memo: &mut Option<Memo>, cache: &mut MonthCache, at: i64) -> Option<i64> {
+        let (wall, _) = self.find(memo, cache, at - MAX_OFFSET_SECONDS, None)?;
+        let target = wall - MAX_OFFSET_SECONDS;
+        (target > at).then_some(target)
+    }
+
     /// The first firing instant strictly after the instant `t` (epoch
     /// seconds), given the segment that `t + 1` lies in.
     ///
@@ -168,6 +187,16 @@ impl ZoneSearch<'_> {
             if found.is_none() && new_offset >= seg.offset {
                 // No wall time matches from here on, and wall time never goes back.
                 return None;
+            }
+            // A match far beyond this segment: jump instead of walking every
+            // transition in between (see `jump_target`).
+            if let Some((wall, _)) = found
+                && wall - at > 3 * MAX_OFFSET_SECONDS
+                && let Some(target) = self.jump_target(&mut memo, cache, at)
+            {
+                *seg = self.segment_after(target - 1, offset_at(self.tz, target - 1));
+                start = target;
+                continue;
             }
             let old_offset = seg.offset;
             *seg = Segment::until(new_offset, next_transition(self.tz, at), i64::MIN);

@@ -446,6 +446,42 @@ pub fn near_transition_expr() -> impl Strategy<Value = Expr> {
     })
 }
 
+/// Fixed-time expressions (a few hours and minutes) on random, often rare,
+/// days: the wall-time enumeration test walks their candidates day by day.
+pub fn fixed_rare_expr() -> impl Strategy<Value = Expr> {
+    let few = |kind: Kind| {
+        let (min, max) = kind.bounds();
+        prop::collection::btree_set(min..=max, 1..=3).prop_map(|set| FieldSpec {
+            items: set
+                .into_iter()
+                .map(|v| Item::Range {
+                    start: v,
+                    end: v,
+                    step: 1,
+                })
+                .collect(),
+            names: false,
+            question: false,
+        })
+    };
+    (
+        few(Kind::Minute),
+        few(Kind::Hour),
+        dom_field(),
+        field(Kind::Month),
+        dow_field(),
+    )
+        .prop_map(|(minute, hour, dom, month, dow)| Expr {
+            second: None,
+            minute,
+            hour,
+            dom,
+            month,
+            dow,
+            year: None,
+        })
+}
+
 /// Random expressions without seconds, years or `L`/`W`/`#`, and where the
 /// day fields do not meet the one case croner reads differently (a field
 /// starting with `*` but restricted, e.g. `*/2`, next to a restricted other).

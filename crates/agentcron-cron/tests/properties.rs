@@ -152,3 +152,105 @@ proptest! {
         prop_assert_eq!(got, expected, "{} in {} from {}", e.render(), zone, start);
     }
 }
+
+/// The first fire strictly after `start` by enumerating candidate wall times
+/// day by day and resolving each with jiff's own gap/fold disambiguation —
+/// an algorithm independent of the engine's segment walk — up to `days` days.
+fn first_fire_by_wall_times(
+    e: &common::Expr,
+    policy: DstPolicy,
+    tz: &TimeZone,
+    start: i64,
+    days: i64,
+) -> Option<i64> {
+    let hours: Vec<i8> = (0..24)
+        .filter(|h| {
+            e.hour
+                .items
+                .iter()
+                .any(|i| matches!(i, common::Item::Range { start, .. } if *start == *h as u32))
+        })
+        .collect();
+    let minutes: Vec<i8> = (0..60)
+        .filter(|m| {
+            e.minute
+                .items
+                .iter()
+                .any(|i| matches!(i, common::Item::Range { start, .. } if *start == *m as u32))
+        })
+        .collect();
+    let first_day = zoned(start, 0, tz).date().yesterday().expect("in range");
+    let mut best: Option<i64> = None;
+    for d in 0..days {
+        let date = first_day + d.days();
+        for &h in &hours {
+            for &m in &minutes {
+                let wall = date.at(h, m, 0, 0);
+                if !e.matches(wall) {
+                    continue;
+                }
+                let candidates: Vec<i64> = match tz.to_ambiguous_timestamp(wall).offset() {
+                    AmbiguousOffset::Unambiguous { offset } => {
+                        vec![offset.to_timestamp(wall).expect("ts").as_second()]
+                    }
+                    AmbiguousOffset::Fold { before, after } => {
+                        let first = before.to_timestamp(wall).expect("ts").as_second();
+                        let second = after.to_timestamp(wall).expect("ts").as_second();
+                        if policy.fold == Fold::Once {
+                            vec![first]
+                        } else {
+                            vec![first, second]
+                        }
+                    }
+                    AmbiguousOffset::Gap { before, .. } if policy.gap == Gap::Shift => {
+                        // The transition instant: the last one at or before this wall time read in the old offset.
+                        let late = before.to_timestamp(wall).expect("ts");
+                        let tr = tz
+                            .preceding(late + 1.second())
+                            .next()
+                            .expect("a transition");
+                        vec![tr.timestamp().as_second()]
+                    }
+                    AmbiguousOffset::Gap { .. } => vec![],
+                };
+                for c in candidates.into_iter().filter(|&c| c > start) {
+                    best = Some(best.map_or(c, |b| b.min(c)));
+                }
+            }
+        }
+        // Candidates of later days are later than this day's by more than any fold.
+        if let Some(b) = best
+            && b < zoned(start, 0, tz).timestamp().as_second() + (d - 2) * 86_400
+        {
+            break;
+        }
+    }
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Rare fixed-time schedules in DST zones, over years: exercises the
+    /// search's long walks and jumps across many transitions.
+    #[test]
+    fn far_fires_equal_wall_time_enumeration(
+        e in common::fixed_rare_expr(),
+        zone in prop::sample::select(vec!["America/New_York", "Europe/London", "Australia/Lord_Howe", "Pacific/Apia", "America/Sao_Paulo"]),
+        secs in 946_684_800i64..1_893_456_000, // 2000 to 2030
+        gap in prop::sample::select(vec![Gap::Shift, Gap::Skip]),
+        fold in prop::sample::select(vec![Fold::Once, Fold::Twice]),
+    ) {
+        let policy = DstPolicy { gap, fold };
+        let Ok(s) = Schedule::builder().dst(policy).parse(&e.render()) else { return Ok(()) };
+        let tz = TimeZone::get(zone).expect("zone");
+        let days = 3 * 366;
+        let expected = first_fire_by_wall_times(&e, policy, &tz, secs, days);
+        let got = s.next_after(&zoned(secs, 0, &tz)).map(|z| z.timestamp().as_second());
+        match expected {
+            Some(x) => prop_assert_eq!(got, Some(x), "{} in {} from {}", e.render(), zone, secs),
+            // Nothing within three years: the engine's answer, if any, lies beyond.
+            None => prop_assert!(got.is_none_or(|g| g > secs + (days - 2) * 86_400), "{} in {} from {}: {:?}", e.render(), zone, secs, got),
+        }
+    }
+}
