@@ -274,17 +274,14 @@ impl Schedule {
                 let mut months = MonthCache::default();
                 let from = zone::civil_after(start);
                 // Fast path: the first match lies in the start's segment.
-                let fast = fields
+                let at = match fields
                     .next_match(from, &mut months)
-                    .and_then(|(civil, wall)| Some((seg.instant_of(wall)?, Some(civil))));
-                let (at, wall) = match fast {
-                    Some(fire) => fire,
-                    None => {
-                        let fire = search.next_after(t, &mut seg, Some(from), &mut months)?;
-                        (fire.at, fire.wall)
-                    }
+                    .and_then(|(_, wall)| seg.instant_of(wall))
+                {
+                    Some(at) => at,
+                    None => search.next_after(t, &mut seg, Some(from), &mut months)?.at,
                 };
-                zone::fire_zoned(at, wall, start.time_zone())
+                zone::to_zoned(at, start.time_zone())
             }
         }
     }
@@ -400,11 +397,7 @@ impl<'a> Cursor<'a> {
             return None;
         }
         let next = match &self.schedule.kind {
-            Kind::Every { seconds, anchor } => {
-                // Interval fires are not wall-time matches.
-                self.wall_after = None;
-                every_next(*seconds, *anchor, self.exact)
-            }
+            Kind::Every { seconds, anchor } => every_next(*seconds, *anchor, self.exact),
             Kind::Cron { fields, fixed, .. } => {
                 if let (Some(seg), Some(from)) = (&self.seg, self.wall_after) {
                     // Fast path: the next match lies in the current segment.
@@ -463,18 +456,7 @@ impl Iterator for Iter<'_> {
 
     fn next(&mut self) -> Option<ZonedDateTime> {
         let ts = self.cursor.advance()?;
-        match self.cursor.wall_after {
-            // The wall time of the fire is the one after it, less a second.
-            Some(after) => zone::fire_zoned(
-                ts.as_second(),
-                Some(Civil {
-                    second: after.second - 1,
-                    ..after
-                }),
-                &self.cursor.tz,
-            ),
-            None => Some(ts.to_zoned_datetime(self.cursor.tz.clone())),
-        }
+        Some(ts.to_zoned_datetime(self.cursor.tz.clone()))
     }
 }
 

@@ -246,31 +246,6 @@ pub(crate) fn floor_second(zdt: &ZonedDateTime) -> i64 {
     if ts.subsec_nanosecond() < 0 { s - 1 } else { s }
 }
 
-/// The fire at epoch second `at`, whose wall time is `wall` when known.
-///
-/// Building from the wall time lets jiff skip re-deriving it (~20 ns instead
-/// of ~30 ns in America/New_York). jiff resolves an ambiguous wall time to its
-/// first pass, so the instant is checked and the slower path taken for
-/// second-pass and gap-shifted fires.
-pub(crate) fn fire_zoned(at: i64, wall: Option<Civil>, tz: &TimeZone) -> Option<ZonedDateTime> {
-    if let Some(c) = wall
-        && let Ok(dt) = jiff::civil::DateTime::new(
-            c.year as i16,
-            c.month as i8,
-            c.day as i8,
-            c.hour as i8,
-            c.minute as i8,
-            c.second as i8,
-            0,
-        )
-        && let Ok(z) = dt.to_zoned_datetime(tz.clone())
-        && z.timestamp().as_second() == at
-    {
-        return Some(z);
-    }
-    to_zoned(at, tz)
-}
-
 pub(crate) fn to_zoned(t: i64, tz: &TimeZone) -> Option<ZonedDateTime> {
     Timestamp::from_second(t)
         .ok()
