@@ -270,16 +270,25 @@ impl Schedule {
                     tz: start.time_zone(),
                 };
                 let t = zone::floor_second(start);
-                let mut seg = search.segment_after(t, i64::from(start.offset().seconds()));
+                let seg_offset = i64::from(start.offset().seconds());
+                let mut seg = search.segment_after(t, seg_offset);
                 let mut months = MonthCache::default();
                 let from = zone::civil_after(start);
                 // Fast path: the first match lies in the start's segment.
-                let at = match fields
+                let found = fields
                     .next_match(from, &mut months)
-                    .and_then(|(_, wall)| seg.instant_of(wall))
-                {
+                    .map(|(civil, wall)| (wall, civil));
+                let at = match found.and_then(|(wall, _)| seg.instant_of(wall)) {
                     Some(at) => at,
-                    None => search.next_after(t, &mut seg, Some(from), &mut months)?.at,
+                    None => {
+                        let known = zone::Memo {
+                            from: t + 1 + seg_offset,
+                            found,
+                        };
+                        search
+                            .next_after(t, &mut seg, None, &mut months, Some(known))?
+                            .at
+                    }
                 };
                 zone::to_zoned(at, start.time_zone())
             }
@@ -416,7 +425,8 @@ impl<'a> Cursor<'a> {
                 let seg = self
                     .seg
                     .get_or_insert_with(|| search.segment_after(self.t, self.offset));
-                match search.next_after(self.t, seg, self.wall_after.take(), &mut self.months) {
+                match search.next_after(self.t, seg, self.wall_after.take(), &mut self.months, None)
+                {
                     Some(fire) => return self.fired(fire.at, fire.wall),
                     None => None,
                 }

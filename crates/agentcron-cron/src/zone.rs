@@ -64,9 +64,9 @@ impl Segment {
 }
 
 /// Memo of one wall-time search: no match in `[from, found)`.
-struct Memo {
-    from: i64,
-    found: Option<(i64, Civil)>,
+pub(crate) struct Memo {
+    pub(crate) from: i64,
+    pub(crate) found: Option<(i64, Civil)>,
 }
 
 /// A fire found by [`ZoneSearch::next_after`]: its instant, and the wall time
@@ -152,15 +152,17 @@ impl ZoneSearch<'_> {
     /// seconds), given the segment that `t + 1` lies in.
     ///
     /// `first`, when given, is the wall time of `t + 1` as a civil time
-    /// (possibly with second = 60: the search carries it).
+    /// (possibly with second = 60: the search carries it); `known`, a search
+    /// the caller already made.
     pub(crate) fn next_after(
         &self,
         t: i64,
         seg: &mut Segment,
         first: Option<Civil>,
         cache: &mut MonthCache,
+        known: Option<Memo>,
     ) -> Option<Fire> {
-        let mut memo = None;
+        let mut memo = known;
         let mut start = t + 1;
         let mut civil = first;
         loop {
