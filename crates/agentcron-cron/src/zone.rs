@@ -21,12 +21,12 @@ use crate::civil::Civil;
 use crate::fields::{Fields, MonthCache};
 use crate::{DstPolicy, Fold, Gap};
 
-/// Offsets never exceed ±25:59:59 in jiff, so a fold is shorter than this and
-/// a transition further back than this cannot hide a repeated wall time.
-const MAX_FOLD_SECONDS: i64 = 2 * 26 * 3600;
-
 /// Every UTC offset jiff allows is smaller in size than this (±25:59:59).
 const MAX_OFFSET_SECONDS: i64 = 26 * 3600;
+
+/// So a fold is shorter than this, and a transition further back than this
+/// cannot hide a repeated wall time.
+const MAX_FOLD_SECONDS: i64 = 2 * MAX_OFFSET_SECONDS;
 
 /// The search state between two answers, kept by iterators.
 #[derive(Clone, Debug)]
@@ -186,8 +186,13 @@ impl ZoneSearch<'_> {
             }
             let at = seg.end;
             let new_offset = seg.next_offset;
-            if found.is_none() && new_offset >= seg.offset {
-                // No wall time matches from here on, and wall time never goes back.
+            if found.is_none()
+                && self
+                    .find(&mut memo, cache, at - MAX_OFFSET_SECONDS, None)
+                    .is_none()
+            {
+                // No instant from `at` on shows a wall time below `at - MAX`,
+                // and no wall time from there on matches: the schedule is over.
                 return None;
             }
             // A match far beyond this segment: jump instead of walking every
