@@ -3,12 +3,32 @@
 //! # Layout
 //! - [`cron`]: the cron dialect (re-exported from `agentcron-cron`): parse an
 //!   expression, ask for the next fire time in a time zone, describe it.
+//! - `model`: the domain — [`TaskSpec`] (a task as users write it: schedule,
+//!   action, retry, timeout, overlap and misfire policies), [`Task`] (stored,
+//!   with state, next fire and version), ids.
+//! - `validate`: checks a [`TaskSpec`] on the way in; [`ValidationError`]
+//!   names the field.
+//! - `schedule`: [`CompiledSchedule`], a task's schedule ready to answer
+//!   "when next?" for the planner.
+//! - `duration`: [`HumanDuration`], durations written `90s`, `1h30m`.
 //!
-//! The model, the `Store` trait with its SQLite / PostgreSQL / MySQL
-//! backends, the engine loops (planner, dispatcher, lease keeper, reaper,
-//! pruner), actions and notifiers join this crate as they are built; see
-//! `docs/architecture.md` for the plan and what exists today.
+//! The `Store` trait with its backends, the engine loops (planner,
+//! dispatcher, lease keeper, reaper, pruner), actions and notifiers are being
+//! built (issue 3); `docs/architecture.md` tracks what exists.
 
 #![forbid(unsafe_code)]
 
 pub use agentcron_cron as cron;
+
+mod duration;
+mod model;
+mod schedule;
+mod validate;
+
+pub use duration::{DurationError, HumanDuration};
+pub use model::{
+    ActionSpec, Backoff, MisfireKind, MisfirePolicy, OverlapPolicy, RetryPolicy, RunId,
+    ScheduleSpec, Task, TaskId, TaskSpec, TaskState,
+};
+pub use schedule::CompiledSchedule;
+pub use validate::ValidationError;
