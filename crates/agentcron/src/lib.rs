@@ -11,8 +11,11 @@
 //! - `schedule`: [`CompiledSchedule`], a task's schedule ready to answer
 //!   "when next?" for the planner.
 //! - `duration`: [`HumanDuration`], durations written `90s`, `1h30m`.
+//! - [`store`]: the [`store::Store`] trait (one method per database
+//!   operation) and its backends ([`store::SqliteStore`] today), with the
+//!   migrations in `migrations/<backend>/`.
 //!
-//! The `Store` trait with its backends, the engine loops (planner,
+//! The engine loops (planner,
 //! dispatcher, lease keeper, reaper, pruner), actions and notifiers are being
 //! built (issue 3); `docs/architecture.md` tracks what exists.
 
@@ -23,12 +26,13 @@ pub use agentcron_cron as cron;
 mod duration;
 mod model;
 mod schedule;
+pub mod store;
 mod validate;
 
 pub use duration::{DurationError, HumanDuration};
 pub use model::{
-    ActionSpec, Backoff, MisfireKind, MisfirePolicy, OverlapPolicy, RetryPolicy, RunId,
-    ScheduleSpec, Task, TaskId, TaskSpec, TaskState,
+    ActionSpec, Backoff, MisfireKind, MisfirePolicy, OverlapPolicy, RetryPolicy, Run, RunId,
+    RunStatus, ScheduleSpec, Task, TaskId, TaskSpec, TaskState, Trigger,
 };
 pub use schedule::CompiledSchedule;
 pub use validate::ValidationError;

@@ -418,3 +418,182 @@ pub struct Task {
     /// Last change.
     pub updated_at: Timestamp,
 }
+
+/// Where a run (one nominal fire) stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Waiting for a worker (or for `run_at`).
+    Queued,
+    /// An attempt is executing under a lease.
+    Running,
+    /// An attempt failed; the next waits for `run_at`.
+    Retrying,
+    /// Done, successfully.
+    Succeeded,
+    /// Done, failed after the last attempt.
+    Failed,
+    /// Done: the last attempt ran out of time.
+    TimedOut,
+    /// Done: cancelled by a user or by the overlap policy.
+    Cancelled,
+    /// Not executed: the overlap policy said so.
+    Skipped,
+    /// Not executed: later than the misfire grace.
+    Missed,
+}
+
+impl RunStatus {
+    /// The name stored and shown (`timed_out`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Retrying => "retrying",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Skipped => "skipped",
+            RunStatus::Missed => "missed",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        ALL_STATUSES.iter().copied().find(|st| st.as_str() == s)
+    }
+
+    /// True once nothing more will happen to the run.
+    pub fn is_terminal(self) -> bool {
+        !matches!(
+            self,
+            RunStatus::Queued | RunStatus::Running | RunStatus::Retrying
+        )
+    }
+}
+
+const ALL_STATUSES: [RunStatus; 9] = [
+    RunStatus::Queued,
+    RunStatus::Running,
+    RunStatus::Retrying,
+    RunStatus::Succeeded,
+    RunStatus::Failed,
+    RunStatus::TimedOut,
+    RunStatus::Cancelled,
+    RunStatus::Skipped,
+    RunStatus::Missed,
+];
+
+/// Why a run exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// The schedule fired.
+    Schedule,
+    /// A user or agent triggered it.
+    Manual,
+    /// Its executor died; this is the retry.
+    Recovery,
+    /// An upstream task finished.
+    Dependency,
+    /// Requested for a past window.
+    Backfill,
+    /// A missed fire run late by the misfire policy.
+    Catchup,
+}
+
+impl Trigger {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Manual => "manual",
+            Trigger::Recovery => "recovery",
+            Trigger::Dependency => "dependency",
+            Trigger::Backfill => "backfill",
+            Trigger::Catchup => "catchup",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Trigger::Schedule,
+            Trigger::Manual,
+            Trigger::Recovery,
+            Trigger::Dependency,
+            Trigger::Backfill,
+            Trigger::Catchup,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+}
+
+impl TaskState {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Active => "active",
+            TaskState::Paused => "paused",
+            TaskState::Cancelled => "cancelled",
+            TaskState::Completed => "completed",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            TaskState::Active,
+            TaskState::Paused,
+            TaskState::Cancelled,
+            TaskState::Completed,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+}
+
+/// One nominal fire of a task (or a stretch of consecutive missed fires).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Id; actions get it as the idempotency key.
+    pub id: RunId,
+    /// The task.
+    pub task_id: TaskId,
+    /// The nominal fire time (the first, for a missed stretch).
+    pub scheduled_for: Timestamp,
+    /// The last fire of a collapsed missed stretch.
+    pub last_scheduled_for: Option<Timestamp>,
+    /// How many nominal fires this row stands for.
+    pub fire_count: i64,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// Why it exists.
+    pub trigger: Trigger,
+    /// Attempts started so far.
+    pub attempt: i64,
+    /// Attempts allowed.
+    pub max_attempts: i64,
+    /// When the next attempt may start.
+    pub run_at: Timestamp,
+    /// The node holding the lease.
+    pub lease_owner: Option<String>,
+    /// When that lease runs out.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Bumped on every claim; a finishing write must name the current one.
+    pub fence: i64,
+    /// Start of the current or last attempt.
+    pub started_at: Option<Timestamp>,
+    /// End of the run.
+    pub finished_at: Option<Timestamp>,
+    /// The action's result (JSON).
+    pub result: Option<serde_json::Value>,
+    /// Why it failed, was skipped or missed.
+    pub error: Option<String>,
+    /// Captured output (capped).
+    pub output: Option<String>,
+    /// Payload override given with a manual trigger.
+    pub payload: Option<serde_json::Value>,
+}

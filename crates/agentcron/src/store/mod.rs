@@ -1,0 +1,291 @@
+//! Storage: one [`Store`] trait with one method per database operation, each
+//! taking a params struct, and one backend per file (`sqlite.rs` today;
+//! PostgreSQL and MySQL follow with the same migration versions). A single
+//! conformance suite (`tests/store_conformance.rs`) runs against every backend.
+//!
+//! Instants cross this boundary as [`jiff::Timestamp`] and are stored as epoch
+//! milliseconds.
+
+mod sqlite;
+
+use std::future::Future;
+
+use jiff::Timestamp;
+
+use crate::model::{Run, RunId, RunStatus, Task, TaskId, TaskSpec, TaskState, Trigger};
+
+pub use sqlite::SqliteStore;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database answered with an error or could not be reached.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying migrations failed.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A task with this name exists already.
+    #[error("a task named `{0}` already exists")]
+    DuplicateName(String),
+    /// No such task.
+    #[error("task `{0}` not found")]
+    TaskNotFound(String),
+    /// The task changed since the version the caller read.
+    #[error("task `{id}` is at version {current}, not {expected}")]
+    VersionConflict {
+        /// The task.
+        id: TaskId,
+        /// The version the caller expected.
+        expected: i64,
+        /// The version stored.
+        current: i64,
+    },
+    /// A stored value could not be read back (a bug or a foreign write).
+    #[error("corrupt row in `{table}`: {detail}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// What could not be read.
+        detail: String,
+    },
+}
+
+/// Params of [`Store::create_task`].
+#[derive(Clone, Debug)]
+pub struct NewTask {
+    /// The id (callers pick it so `H` fields can hash it before storing).
+    pub id: TaskId,
+    /// The validated definition.
+    pub spec: TaskSpec,
+    /// The first nominal fire.
+    pub next_fire_at: Option<Timestamp>,
+    /// Creation time.
+    pub now: Timestamp,
+}
+
+/// Params of [`Store::update_task`].
+#[derive(Clone, Debug)]
+pub struct UpdateTask {
+    /// The task.
+    pub id: TaskId,
+    /// The version the caller read (optimistic locking).
+    pub expected_version: i64,
+    /// The new definition.
+    pub spec: TaskSpec,
+    /// The new state.
+    pub state: TaskState,
+    /// The new next fire.
+    pub next_fire_at: Option<Timestamp>,
+    /// Change time.
+    pub now: Timestamp,
+}
+
+/// A run the planner wants recorded.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    /// Its id.
+    pub id: RunId,
+    /// The nominal fire (the first of a missed stretch).
+    pub scheduled_for: Timestamp,
+    /// The last fire of a missed stretch.
+    pub last_scheduled_for: Option<Timestamp>,
+    /// Fires this row stands for.
+    pub fire_count: i64,
+    /// `Queued` to execute; `Missed` or `Skipped` to record only.
+    pub status: RunStatus,
+    /// Why it exists.
+    pub trigger: Trigger,
+    /// When it may start.
+    pub run_at: Timestamp,
+    /// Why it will not execute, for missed and skipped rows.
+    pub error: Option<String>,
+    /// Payload override (manual triggers).
+    pub payload: Option<serde_json::Value>,
+}
+
+/// What the planner decided for one due task.
+#[derive(Clone, Debug)]
+pub struct TaskPlan {
+    /// Runs to insert; fires already in the ledger are left alone.
+    pub runs: Vec<NewRun>,
+    /// The task's next nominal fire after this plan.
+    pub next_fire_at: Option<Timestamp>,
+    /// The task's state after this plan (`Completed` after a `once` fire).
+    pub state: TaskState,
+}
+
+/// Params of [`Store::plan`].
+#[derive(Clone, Copy, Debug)]
+pub struct PlanParams {
+    /// Tasks with `next_fire_at <= now` are due.
+    pub now: Timestamp,
+    /// At most this many tasks in one transaction.
+    pub limit: u32,
+}
+
+/// What [`Store::plan`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanOutcome {
+    /// Due tasks taken.
+    pub tasks: usize,
+    /// Ledger rows inserted (duplicates of existing fires are not counted).
+    pub runs_inserted: usize,
+}
+
+/// Params of [`Store::claim_runs`].
+#[derive(Clone, Debug)]
+pub struct ClaimParams {
+    /// Runs with `run_at <= now` are ready.
+    pub now: Timestamp,
+    /// The claiming node.
+    pub owner: String,
+    /// The lease runs until `now + lease`.
+    pub lease: std::time::Duration,
+    /// At most this many (the free worker slots).
+    pub limit: u32,
+}
+
+/// A run just claimed, with its task.
+#[derive(Clone, Debug)]
+pub struct ClaimedRun {
+    /// The run, now `Running` under this node's lease with a new fence.
+    pub run: Run,
+    /// Its task.
+    pub task: Task,
+}
+
+/// How an attempt ended.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// Success, with the action's result and output.
+    Succeeded {
+        /// Result JSON.
+        result: Option<serde_json::Value>,
+        /// Captured output.
+        output: Option<String>,
+    },
+    /// Failure after which no attempt follows.
+    Failed {
+        /// Why.
+        error: String,
+        /// Captured output.
+        output: Option<String>,
+    },
+    /// The attempt ran out of time and no attempt follows.
+    TimedOut {
+        /// Details.
+        error: String,
+    },
+    /// Cancelled by a user or the overlap policy.
+    Cancelled {
+        /// Why.
+        reason: String,
+    },
+    /// The attempt failed; another starts at `run_at`.
+    Retry {
+        /// When the next attempt may start.
+        run_at: Timestamp,
+        /// Why this attempt failed.
+        error: String,
+    },
+}
+
+/// Params of [`Store::finish_attempt`].
+#[derive(Clone, Debug)]
+pub struct FinishAttempt {
+    /// The run.
+    pub id: RunId,
+    /// The fence the caller's claim got; a stale fence changes nothing.
+    pub fence: i64,
+    /// The end time.
+    pub now: Timestamp,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// Params of [`Store::reap_expired`].
+#[derive(Clone, Copy, Debug)]
+pub struct ReapParams {
+    /// Leases that expired before this are dead.
+    pub now: Timestamp,
+    /// At most this many runs.
+    pub limit: u32,
+}
+
+/// The storage seam. Every method is one database operation (one statement
+/// or one transaction); backends must pass `tests/store_conformance.rs`.
+pub trait Store: Send + Sync + 'static {
+    /// Inserts a task (`active`, version 1).
+    fn create_task(&self, p: NewTask) -> impl Future<Output = Result<Task, StoreError>> + Send;
+
+    /// A task by id.
+    fn get_task(&self, id: TaskId)
+    -> impl Future<Output = Result<Option<Task>, StoreError>> + Send;
+
+    /// A task by name.
+    fn get_task_by_name(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Task>, StoreError>> + Send;
+
+    /// Replaces a task's definition, state and next fire if its version is
+    /// `expected_version`; bumps the version.
+    fn update_task(&self, p: UpdateTask) -> impl Future<Output = Result<Task, StoreError>> + Send;
+
+    /// In one transaction: takes up to `limit` due active tasks (earliest
+    /// first), asks `planner` what to do with each, inserts the runs it wants
+    /// (a fire already in the ledger is left as it is) and stores each
+    /// task's new next fire and state.
+    fn plan(
+        &self,
+        p: PlanParams,
+        planner: &(dyn Fn(&Task) -> TaskPlan + Sync),
+    ) -> impl Future<Output = Result<PlanOutcome, StoreError>> + Send;
+
+    /// Atomically claims up to `limit` ready runs (`queued`/`retrying`,
+    /// `run_at <= now`, earliest first): sets them `running` under `owner`'s
+    /// lease, bumps `fence` and `attempt`, and records the attempt.
+    fn claim_runs(
+        &self,
+        p: ClaimParams,
+    ) -> impl Future<Output = Result<Vec<ClaimedRun>, StoreError>> + Send;
+
+    /// Ends the current attempt of a run, only if `fence` is still the run's
+    /// fence and it is running. Returns whether anything changed.
+    fn finish_attempt(
+        &self,
+        p: FinishAttempt,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Extends `owner`'s leases on these runs to `until`; returns the runs
+    /// whose lease it no longer holds.
+    fn extend_leases(
+        &self,
+        owner: &str,
+        runs: &[(RunId, i64)],
+        until: Timestamp,
+    ) -> impl Future<Output = Result<Vec<RunId>, StoreError>> + Send;
+
+    /// Runs whose lease expired (their node died) go back to `queued` with
+    /// trigger `recovery`, or to `failed` when their attempts are spent.
+    /// Returns the runs touched.
+    fn reap_expired(
+        &self,
+        p: ReapParams,
+    ) -> impl Future<Output = Result<Vec<RunId>, StoreError>> + Send;
+
+    /// A run by id.
+    fn get_run(&self, id: RunId) -> impl Future<Output = Result<Option<Run>, StoreError>> + Send;
+
+    /// A task's runs, newest fire first.
+    fn runs_of_task(
+        &self,
+        task: TaskId,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<Run>, StoreError>> + Send;
+
+    /// The earliest instant at which planning or dispatching has work:
+    /// the first active task's next fire or the first ready run's `run_at`.
+    fn next_wakeup(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+}

@@ -1,0 +1,565 @@
+//! The store conformance suite: every backend must pass these, unchanged
+//! (as River's `riverdrivertest`). Each test is generic over the [`Store`];
+//! the `backend!` macro at the bottom instantiates the suite per backend —
+//! SQLite on a real file today; PostgreSQL and MySQL join with their issue.
+
+// The suite functions are called from `#[tokio::test]`s; a panic is their failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use agentcron::store::{
+    ClaimParams, FinishAttempt, NewRun, NewTask, Outcome, PlanParams, ReapParams, Store,
+    StoreError, TaskPlan, UpdateTask,
+};
+use agentcron::{RunId, RunStatus, Task, TaskId, TaskSpec, TaskState, Trigger};
+use jiff::{Timestamp, ToSpan};
+
+fn t0() -> Timestamp {
+    "2026-11-30T09:00:00Z".parse().expect("ts")
+}
+
+fn spec(name: &str, max_attempts: u32) -> TaskSpec {
+    serde_json::from_value(serde_json::json!({
+        "name": name,
+        "schedule": {"cron": "*/5 * * * *"},
+        "action": {"type": "handler", "name": "noop"},
+        "retry": {"max_attempts": max_attempts},
+    }))
+    .expect("valid spec")
+}
+
+async fn new_task<S: Store>(s: &S, name: &str, max_attempts: u32, next: Timestamp) -> Task {
+    s.create_task(NewTask {
+        id: TaskId::new(),
+        spec: spec(name, max_attempts),
+        next_fire_at: Some(next),
+        now: t0(),
+    })
+    .await
+    .expect("created")
+}
+
+/// A plan that queues the due fire and moves to the next one 5 minutes on.
+fn queue_due(task: &Task) -> TaskPlan {
+    let due = task.next_fire_at.expect("due task has a fire");
+    TaskPlan {
+        runs: vec![NewRun {
+            id: RunId::new(),
+            scheduled_for: due,
+            last_scheduled_for: None,
+            fire_count: 1,
+            status: RunStatus::Queued,
+            trigger: Trigger::Schedule,
+            run_at: due,
+            error: None,
+            payload: None,
+        }],
+        next_fire_at: Some(due + 5.minutes()),
+        state: TaskState::Active,
+    }
+}
+
+fn claim(now: Timestamp, owner: &str, limit: u32) -> ClaimParams {
+    ClaimParams {
+        now,
+        owner: owner.into(),
+        lease: Duration::from_secs(30),
+        limit,
+    }
+}
+
+async fn tasks_create_get_and_reject_duplicate_names<S: Store>(s: S) {
+    let task = new_task(&s, "report", 1, t0()).await;
+    assert_eq!(task.version, 1);
+    assert_eq!(task.state, TaskState::Active);
+    assert_eq!(s.get_task(task.id).await.unwrap(), Some(task.clone()));
+    assert_eq!(
+        s.get_task_by_name("report").await.unwrap(),
+        Some(task.clone())
+    );
+    assert_eq!(s.get_task(TaskId::new()).await.unwrap(), None);
+    let dup = s
+        .create_task(NewTask {
+            id: TaskId::new(),
+            spec: spec("report", 1),
+            next_fire_at: None,
+            now: t0(),
+        })
+        .await;
+    assert!(matches!(dup, Err(StoreError::DuplicateName(n)) if n == "report"));
+}
+
+async fn update_is_optimistic<S: Store>(s: S) {
+    let task = new_task(&s, "report", 1, t0()).await;
+    let mut changed = task.spec.clone();
+    changed.description = "now with a description".into();
+    let update = |expected_version| UpdateTask {
+        id: task.id,
+        expected_version,
+        spec: changed.clone(),
+        state: TaskState::Paused,
+        next_fire_at: None,
+        now: t0() + 1.second(),
+    };
+    let updated = s.update_task(update(1)).await.unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.state, TaskState::Paused);
+    assert_eq!(updated.spec.description, "now with a description");
+    assert_eq!(updated.updated_at, t0() + 1.second());
+    // A writer that read version 1 loses.
+    let stale = s.update_task(update(1)).await;
+    assert!(
+        matches!(
+            stale,
+            Err(StoreError::VersionConflict {
+                expected: 1,
+                current: 2,
+                ..
+            })
+        ),
+        "{stale:?}"
+    );
+    let missing = s
+        .update_task(UpdateTask {
+            id: TaskId::new(),
+            ..update(1)
+        })
+        .await;
+    assert!(matches!(missing, Err(StoreError::TaskNotFound(_))));
+}
+
+async fn plan_records_each_fire_once<S: Store>(s: S) {
+    let task = new_task(&s, "every-5m", 1, t0()).await;
+    let later = new_task(&s, "later", 1, t0() + 1.hour()).await;
+    let out = s
+        .plan(
+            PlanParams {
+                now: t0(),
+                limit: 100,
+            },
+            &queue_due,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.tasks, out.runs_inserted),
+        (1, 1),
+        "only the due task is planned"
+    );
+    let task = s.get_task(task.id).await.unwrap().unwrap();
+    assert_eq!(task.next_fire_at, Some(t0() + 5.minutes()));
+    assert_eq!(
+        s.get_task(later.id).await.unwrap().unwrap().next_fire_at,
+        Some(t0() + 1.hour())
+    );
+    // Nothing is due any more at the same instant.
+    let again = s
+        .plan(
+            PlanParams {
+                now: t0(),
+                limit: 100,
+            },
+            &queue_due,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.tasks, 0);
+    // A planner that re-plans an already recorded fire inserts nothing.
+    let replay = |t: &Task| {
+        let mut p = queue_due(t);
+        p.runs[0].scheduled_for = t0();
+        p
+    };
+    let out = s
+        .plan(
+            PlanParams {
+                now: t0() + 5.minutes(),
+                limit: 100,
+            },
+            &replay,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.tasks, out.runs_inserted),
+        (1, 0),
+        "the fire at t0 is in the ledger already"
+    );
+    let runs = s.runs_of_task(task.id, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].scheduled_for, t0());
+    assert_eq!(runs[0].status, RunStatus::Queued);
+    assert_eq!(
+        (runs[0].attempt, runs[0].max_attempts, runs[0].fence),
+        (0, 1, 0)
+    );
+}
+
+async fn plan_respects_limit_and_order<S: Store>(s: S) {
+    for i in 0..5 {
+        new_task(&s, &format!("t{i}"), 1, t0() - (5 - i).minutes()).await;
+    }
+    let out = s
+        .plan(
+            PlanParams {
+                now: t0(),
+                limit: 3,
+            },
+            &queue_due,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.tasks, 3);
+    for (i, planned) in [(0, true), (1, true), (2, true), (3, false), (4, false)] {
+        let t = s.get_task_by_name(&format!("t{i}")).await.unwrap().unwrap();
+        let runs = s.runs_of_task(t.id, 10).await.unwrap();
+        assert_eq!(
+            !runs.is_empty(),
+            planned,
+            "earliest fires are planned first (t{i})"
+        );
+    }
+}
+
+async fn missed_rows_are_recorded_terminal<S: Store>(s: S) {
+    let task = new_task(&s, "t", 1, t0()).await;
+    let missed = |t: &Task| TaskPlan {
+        runs: vec![NewRun {
+            id: RunId::new(),
+            scheduled_for: t0() - 1.hour(),
+            last_scheduled_for: Some(t0() - 5.minutes()),
+            fire_count: 12,
+            status: RunStatus::Missed,
+            trigger: Trigger::Schedule,
+            run_at: t0(),
+            error: Some("12 fires missed while the scheduler was down".into()),
+            payload: None,
+        }],
+        next_fire_at: t.next_fire_at.map(|n| n + 5.minutes()),
+        state: TaskState::Active,
+    };
+    s.plan(
+        PlanParams {
+            now: t0(),
+            limit: 10,
+        },
+        &missed,
+    )
+    .await
+    .unwrap();
+    let runs = s.runs_of_task(task.id, 10).await.unwrap();
+    assert_eq!(runs[0].status, RunStatus::Missed);
+    assert_eq!(runs[0].fire_count, 12);
+    assert_eq!(runs[0].last_scheduled_for, Some(t0() - 5.minutes()));
+    assert_eq!(runs[0].finished_at, Some(t0()));
+    assert!(
+        s.claim_runs(claim(t0() + 1.hour(), "n1", 10))
+            .await
+            .unwrap()
+            .is_empty(),
+        "missed rows never run"
+    );
+}
+
+async fn claims_bump_fence_and_never_overlap<S: Store>(s: S) {
+    let task = new_task(&s, "t", 3, t0()).await;
+    s.plan(
+        PlanParams {
+            now: t0(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    assert!(
+        s.claim_runs(claim(t0() - 1.second(), "n1", 10))
+            .await
+            .unwrap()
+            .is_empty(),
+        "not ready yet"
+    );
+    let first = s.claim_runs(claim(t0(), "n1", 10)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let run = &first[0].run;
+    assert_eq!(first[0].task.id, task.id);
+    assert_eq!(
+        (run.status, run.attempt, run.fence),
+        (RunStatus::Running, 1, 1)
+    );
+    assert_eq!(run.lease_owner.as_deref(), Some("n1"));
+    assert_eq!(run.lease_expires_at, Some(t0() + 30.seconds()));
+    assert!(
+        s.claim_runs(claim(t0(), "n2", 10))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a running run is not claimed twice"
+    );
+}
+
+async fn finishing_needs_the_current_fence<S: Store>(s: S) {
+    new_task(&s, "t", 3, t0()).await;
+    s.plan(
+        PlanParams {
+            now: t0(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    let run = s
+        .claim_runs(claim(t0(), "n1", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    let retry = FinishAttempt {
+        id: run.id,
+        fence: run.fence,
+        now: t0() + 1.second(),
+        outcome: Outcome::Retry {
+            run_at: t0() + 3.seconds(),
+            error: "HTTP 503".into(),
+        },
+    };
+    assert!(s.finish_attempt(retry.clone()).await.unwrap());
+    let r = s.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status, r.run_at, r.error.as_deref()),
+        (RunStatus::Retrying, t0() + 3.seconds(), Some("HTTP 503"))
+    );
+    assert_eq!(r.scheduled_for, t0(), "a retry never moves the fire");
+    assert!(
+        !s.finish_attempt(retry).await.unwrap(),
+        "the same fence cannot finish twice"
+    );
+    // The second attempt gets fence 2; a write with fence 1 changes nothing.
+    let second = s
+        .claim_runs(claim(t0() + 3.seconds(), "n2", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    assert_eq!((second.attempt, second.fence, second.id), (2, 2, run.id));
+    let stale = FinishAttempt {
+        id: run.id,
+        fence: 1,
+        now: t0() + 4.seconds(),
+        outcome: Outcome::Failed {
+            error: "stale writer".into(),
+            output: None,
+        },
+    };
+    assert!(!s.finish_attempt(stale).await.unwrap());
+    let done = FinishAttempt {
+        id: run.id,
+        fence: 2,
+        now: t0() + 5.seconds(),
+        outcome: Outcome::Succeeded {
+            result: Some(serde_json::json!({"answer": 42})),
+            output: Some("ok".into()),
+        },
+    };
+    assert!(s.finish_attempt(done).await.unwrap());
+    let r = s.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(r.status, RunStatus::Succeeded);
+    assert_eq!(r.result, Some(serde_json::json!({"answer": 42})));
+    assert_eq!(
+        (r.output.as_deref(), r.finished_at, r.lease_owner),
+        (Some("ok"), Some(t0() + 5.seconds()), None)
+    );
+}
+
+async fn leases_extend_only_for_their_owner<S: Store>(s: S) {
+    new_task(&s, "t", 1, t0()).await;
+    s.plan(
+        PlanParams {
+            now: t0(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    let run = s
+        .claim_runs(claim(t0(), "n1", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    let until = t0() + 1.minute();
+    assert!(
+        s.extend_leases("n1", &[(run.id, run.fence)], until)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        s.get_run(run.id).await.unwrap().unwrap().lease_expires_at,
+        Some(until)
+    );
+    let lost = s
+        .extend_leases("n2", &[(run.id, run.fence)], until + 1.minute())
+        .await
+        .unwrap();
+    assert_eq!(
+        lost,
+        vec![run.id],
+        "another node's lease is not ours to extend"
+    );
+    let lost = s
+        .extend_leases("n1", &[(run.id, run.fence + 1)], until)
+        .await
+        .unwrap();
+    assert_eq!(
+        lost,
+        vec![run.id],
+        "a newer fence means the run was reclaimed"
+    );
+}
+
+async fn reaper_requeues_dead_leases_then_fails_spent_runs<S: Store>(s: S) {
+    new_task(&s, "t", 2, t0()).await;
+    s.plan(
+        PlanParams {
+            now: t0(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    let run = s
+        .claim_runs(claim(t0(), "dead-node", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    assert!(
+        s.reap_expired(ReapParams {
+            now: t0() + 30.seconds(),
+            limit: 10
+        })
+        .await
+        .unwrap()
+        .is_empty(),
+        "lease still valid"
+    );
+    let reaped = s
+        .reap_expired(ReapParams {
+            now: t0() + 31.seconds(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(reaped, vec![run.id]);
+    let r = s.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status, r.trigger, r.lease_owner.clone()),
+        (RunStatus::Queued, Trigger::Recovery, None)
+    );
+    // Recovery: the same run (same idempotency key), a higher fence.
+    let again = s
+        .claim_runs(claim(t0() + 31.seconds(), "n2", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    assert_eq!((again.id, again.attempt, again.fence), (run.id, 2, 2));
+    // Its node dies too; attempts are spent now, so the run fails.
+    let reaped = s
+        .reap_expired(ReapParams {
+            now: t0() + 2.minutes(),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(reaped, vec![run.id]);
+    let r = s.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(
+        r.error
+            .as_deref()
+            .is_some_and(|e| e.contains("lease expired"))
+    );
+}
+
+async fn next_wakeup_sees_tasks_and_ready_runs<S: Store>(s: S) {
+    assert_eq!(s.next_wakeup().await.unwrap(), None);
+    let task = new_task(&s, "t", 3, t0() + 1.hour()).await;
+    assert_eq!(s.next_wakeup().await.unwrap(), Some(t0() + 1.hour()));
+    let early = |t: &Task| {
+        let mut p = queue_due(t);
+        p.runs[0].run_at = t0() + 10.seconds();
+        p.next_fire_at = Some(t0() + 2.hours());
+        p
+    };
+    s.plan(
+        PlanParams {
+            now: t0() + 1.hour(),
+            limit: 10,
+        },
+        &early,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.next_wakeup().await.unwrap(), Some(t0() + 10.seconds()));
+    // A paused task no longer counts.
+    let t = s.get_task(task.id).await.unwrap().unwrap();
+    s.update_task(UpdateTask {
+        id: t.id,
+        expected_version: t.version,
+        spec: t.spec.clone(),
+        state: TaskState::Paused,
+        next_fire_at: t.next_fire_at,
+        now: t0(),
+    })
+    .await
+    .unwrap();
+    s.claim_runs(claim(t0() + 10.seconds(), "n1", 10))
+        .await
+        .unwrap();
+    assert_eq!(s.next_wakeup().await.unwrap(), None);
+}
+
+/// Instantiates every conformance test for one backend; `$open` is an async
+/// expression yielding a fresh, empty store.
+macro_rules! backend {
+    ($module:ident, $open:expr) => {
+        mod $module {
+            backend!(@tests $open;
+                tasks_create_get_and_reject_duplicate_names,
+                update_is_optimistic,
+                plan_records_each_fire_once,
+                plan_respects_limit_and_order,
+                missed_rows_are_recorded_terminal,
+                claims_bump_fence_and_never_overlap,
+                finishing_needs_the_current_fence,
+                leases_extend_only_for_their_owner,
+                reaper_requeues_dead_leases_then_fails_spent_runs,
+                next_wakeup_sees_tasks_and_ready_runs,
+            );
+        }
+    };
+    (@tests $open:expr; $($test:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $test() {
+                let (store, _guard) = $open;
+                super::$test(store).await;
+            }
+        )*
+    };
+}
+
+backend!(sqlite, {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("agentcron.db").display());
+    let store = agentcron::store::SqliteStore::open(&url)
+        .await
+        .expect("open sqlite");
+    (store, dir)
+});
