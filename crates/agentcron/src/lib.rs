@@ -15,21 +15,33 @@
 //!   operation) and its backends ([`store::SqliteStore`] today), with the
 //!   migrations in `migrations/<backend>/`.
 //!
-//! The engine loops (planner,
-//! dispatcher, lease keeper, reaper, pruner), actions and notifiers are being
-//! built (issue 3); `docs/architecture.md` tracks what exists.
+//! - [`engine`]: the loops every node runs — planner, dispatcher, lease
+//!   keeper, reaper — started by [`Engine::start`].
+//! - `action`: what a run does; [`Handlers`] are in-process functions
+//!   registered by name, and an [`ActionError`] says whether to retry.
+//! - `clock`: [`SystemClock`] in production, [`ManualClock`] in tests.
+//!
+//! Still being built (issue 3): HTTP and exec actions, the pruner, the
+//! `replace` and `queue` overlap policies; `docs/architecture.md` tracks what
+//! exists.
 
 #![forbid(unsafe_code)]
 
 pub use agentcron_cron as cron;
 
+mod action;
+mod clock;
 mod duration;
+pub mod engine;
 mod model;
 mod schedule;
 pub mod store;
 mod validate;
 
+pub use action::{ActionError, HandlerContext, HandlerFuture, Handlers};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use duration::{DurationError, HumanDuration};
+pub use engine::{Engine, EngineConfig};
 pub use model::{
     ActionSpec, Backoff, MisfireKind, MisfirePolicy, OverlapPolicy, RetryPolicy, Run, RunId,
     RunStatus, ScheduleSpec, Task, TaskId, TaskSpec, TaskState, Trigger,

@@ -487,10 +487,11 @@ async fn reaper_requeues_dead_leases_then_fails_spent_runs<S: Store>(s: S) {
     );
 }
 
-async fn next_wakeup_sees_tasks_and_ready_runs<S: Store>(s: S) {
-    assert_eq!(s.next_wakeup().await.unwrap(), None);
+async fn wakeups_see_active_tasks_and_ready_runs<S: Store>(s: S) {
+    assert_eq!(s.next_fire_at().await.unwrap(), None);
+    assert_eq!(s.next_run_at().await.unwrap(), None);
     let task = new_task(&s, "t", 3, t0() + 1.hour()).await;
-    assert_eq!(s.next_wakeup().await.unwrap(), Some(t0() + 1.hour()));
+    assert_eq!(s.next_fire_at().await.unwrap(), Some(t0() + 1.hour()));
     let early = |t: &Task| {
         let mut p = queue_due(t);
         p.runs[0].run_at = t0() + 10.seconds();
@@ -506,8 +507,9 @@ async fn next_wakeup_sees_tasks_and_ready_runs<S: Store>(s: S) {
     )
     .await
     .unwrap();
-    assert_eq!(s.next_wakeup().await.unwrap(), Some(t0() + 10.seconds()));
-    // A paused task no longer counts.
+    assert_eq!(s.next_fire_at().await.unwrap(), Some(t0() + 2.hours()));
+    assert_eq!(s.next_run_at().await.unwrap(), Some(t0() + 10.seconds()));
+    // A paused task no longer counts; a claimed run is no longer ready.
     let t = s.get_task(task.id).await.unwrap().unwrap();
     s.update_task(UpdateTask {
         id: t.id,
@@ -519,10 +521,76 @@ async fn next_wakeup_sees_tasks_and_ready_runs<S: Store>(s: S) {
     })
     .await
     .unwrap();
-    s.claim_runs(claim(t0() + 10.seconds(), "n1", 10))
+    let claimed = s
+        .claim_runs(claim(t0() + 10.seconds(), "n1", 10))
         .await
         .unwrap();
-    assert_eq!(s.next_wakeup().await.unwrap(), None);
+    assert_eq!(s.next_fire_at().await.unwrap(), None);
+    assert_eq!(s.next_run_at().await.unwrap(), None);
+    // Running runs of a task, other than the one asking.
+    let run = &claimed[0].run;
+    assert_eq!(s.running_count(task.id, run.id).await.unwrap(), 0);
+    assert_eq!(s.running_count(task.id, RunId::new()).await.unwrap(), 1);
+}
+
+async fn released_runs_are_ready_again<S: Store>(s: S) {
+    new_task(&s, "t", 1, t0()).await;
+    s.plan(
+        PlanParams {
+            now: t0(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    let run = s
+        .claim_runs(claim(t0(), "stopping", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    assert!(
+        !s.release_run(run.id, run.fence + 1, t0()).await.unwrap(),
+        "stale fence"
+    );
+    assert!(
+        s.release_run(run.id, run.fence, t0() + 1.second())
+            .await
+            .unwrap()
+    );
+    let r = s.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status, r.trigger, r.run_at, r.lease_owner),
+        (
+            RunStatus::Queued,
+            Trigger::Recovery,
+            t0() + 1.second(),
+            None
+        )
+    );
+    let again = s
+        .claim_runs(claim(t0() + 1.second(), "other", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    assert_eq!((again.id, again.fence), (run.id, run.fence + 1));
+    // A skipped outcome is terminal and says why.
+    let skip = FinishAttempt {
+        id: run.id,
+        fence: again.fence,
+        now: t0() + 2.seconds(),
+        outcome: Outcome::Skipped {
+            reason: "previous run still running".into(),
+        },
+    };
+    assert!(s.finish_attempt(skip).await.unwrap());
+    let r = s.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status, r.error.as_deref()),
+        (RunStatus::Skipped, Some("previous run still running"))
+    );
 }
 
 /// Instantiates every conformance test for one backend; `$open` is an async
@@ -540,7 +608,8 @@ macro_rules! backend {
                 finishing_needs_the_current_fence,
                 leases_extend_only_for_their_owner,
                 reaper_requeues_dead_leases_then_fails_spent_runs,
-                next_wakeup_sees_tasks_and_ready_runs,
+                wakeups_see_active_tasks_and_ready_runs,
+                released_runs_are_ready_again,
             );
         }
     };

@@ -182,6 +182,11 @@ pub enum Outcome {
         /// Why.
         reason: String,
     },
+    /// Not executed: the overlap policy skipped this fire.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
     /// The attempt failed; another starts at `run_at`.
     Retry {
         /// When the next attempt may start.
@@ -258,6 +263,16 @@ pub trait Store: Send + Sync + 'static {
         p: FinishAttempt,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Gives a claimed run back (this node is stopping): `queued` again at
+    /// `now` with trigger `recovery`, if `fence` is still current. The attempt
+    /// is recorded as `released`.
+    fn release_run(
+        &self,
+        id: RunId,
+        fence: i64,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Extends `owner`'s leases on these runs to `until`; returns the runs
     /// whose lease it no longer holds.
     fn extend_leases(
@@ -285,7 +300,16 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> impl Future<Output = Result<Vec<Run>, StoreError>> + Send;
 
-    /// The earliest instant at which planning or dispatching has work:
-    /// the first active task's next fire or the first ready run's `run_at`.
-    fn next_wakeup(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+    /// The planner's wake-up: the earliest `next_fire_at` of an active task.
+    fn next_fire_at(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+
+    /// The dispatcher's wake-up: the earliest `run_at` of a ready run.
+    fn next_run_at(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+
+    /// How many runs of a task are running (on any node), except `except`.
+    fn running_count(
+        &self,
+        task: TaskId,
+        except: RunId,
+    ) -> impl Future<Output = Result<i64, StoreError>> + Send;
 }

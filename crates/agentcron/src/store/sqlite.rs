@@ -378,6 +378,14 @@ impl Store for SqliteStore {
                 Some(reason),
                 None,
             ),
+            Outcome::Skipped { reason } => (
+                RunStatus::Skipped,
+                None,
+                Some(now),
+                None,
+                Some(reason),
+                None,
+            ),
             Outcome::Retry { run_at, error } => (
                 RunStatus::Retrying,
                 Some(ms(run_at)),
@@ -415,6 +423,34 @@ impl Store for SqliteStore {
         .bind(error)
         .bind(p.id.to_string())
         .bind(p.fence)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn release_run(&self, id: RunId, fence: i64, now: Timestamp) -> Result<bool, StoreError> {
+        let mut tx = self.write().await?;
+        let res = sqlx::query(
+            "UPDATE runs SET status = 'queued', trigger = 'recovery', run_at = ?, \
+             lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = ? AND fence = ? AND status = 'running'",
+        )
+        .bind(ms(now))
+        .bind(id.to_string())
+        .bind(fence)
+        .execute(&mut *tx)
+        .await?;
+        if res.rows_affected() == 0 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE attempts SET finished_at = ?, outcome = 'released', \
+             error = 'the node stopped before the attempt finished' WHERE run_id = ? AND fence = ?",
+        )
+        .bind(ms(now))
+        .bind(id.to_string())
+        .bind(fence)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -516,15 +552,30 @@ impl Store for SqliteStore {
         rows.iter().map(run_from_row).collect()
     }
 
-    async fn next_wakeup(&self) -> Result<Option<Timestamp>, StoreError> {
+    async fn next_fire_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        let next: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(next_fire_at) FROM tasks WHERE state = 'active'")
+                .fetch_one(&self.pool)
+                .await?;
+        opt_instant("tasks", next)
+    }
+
+    async fn next_run_at(&self) -> Result<Option<Timestamp>, StoreError> {
         let next: Option<i64> = sqlx::query_scalar(
-            "SELECT MIN(t) FROM ( \
-               SELECT MIN(next_fire_at) AS t FROM tasks WHERE state = 'active' \
-               UNION ALL \
-               SELECT MIN(run_at) AS t FROM runs WHERE status IN ('queued', 'retrying'))",
+            "SELECT MIN(run_at) FROM runs WHERE status IN ('queued', 'retrying')",
         )
         .fetch_one(&self.pool)
         .await?;
-        opt_instant("tasks", next)
+        opt_instant("runs", next)
+    }
+
+    async fn running_count(&self, task: TaskId, except: RunId) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM runs WHERE task_id = ? AND status = 'running' AND id <> ?",
+        )
+        .bind(task.to_string())
+        .bind(except.to_string())
+        .fetch_one(&self.pool)
+        .await?)
     }
 }

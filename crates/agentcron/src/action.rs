@@ -1,0 +1,127 @@
+//! Actions: what a run does. Today: in-process handlers registered by name
+//! (library use). HTTP and exec actions join with their part of issue 3.
+//!
+//! An action's error says whether to retry ([`ActionError::Retryable`], with
+//! an optional delay the callee asked for) or not ([`ActionError::Permanent`]).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio_util::sync::CancellationToken;
+
+use crate::model::{RunId, TaskId};
+
+/// Why an attempt failed, and whether another attempt may help.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ActionError {
+    /// Worth retrying (network trouble, 5xx, 429, timeouts of the callee).
+    #[error("{message}")]
+    Retryable {
+        /// What happened.
+        message: String,
+        /// The callee's requested delay (`Retry-After`), if any.
+        retry_after: Option<Duration>,
+    },
+    /// Retrying cannot help (bad request, missing handler).
+    #[error("{message}")]
+    Permanent {
+        /// What happened.
+        message: String,
+    },
+}
+
+impl ActionError {
+    /// A retryable error.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        ActionError::Retryable {
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// A permanent error.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        ActionError::Permanent {
+            message: message.into(),
+        }
+    }
+}
+
+/// What a handler gets to know about the attempt it serves.
+#[derive(Clone, Debug)]
+pub struct HandlerContext {
+    /// The run: the idempotency key, the same on every attempt.
+    pub run_id: RunId,
+    /// The task.
+    pub task_id: TaskId,
+    /// The task's name.
+    pub task_name: String,
+    /// The nominal fire time.
+    pub scheduled_for: Timestamp,
+    /// This attempt's number, from 1.
+    pub attempt: i64,
+    /// This attempt's fence; higher on a recovery of the same run.
+    pub fence: i64,
+    /// The task's payload, or the manual trigger's override.
+    pub payload: Option<serde_json::Value>,
+    /// Cancelled when the run is cancelled, times out or loses its lease.
+    pub cancel: CancellationToken,
+}
+
+/// The future a handler returns: the run's result on success.
+pub type HandlerFuture =
+    Pin<Box<dyn Future<Output = Result<Option<serde_json::Value>, ActionError>> + Send>>;
+
+type HandlerFn = Arc<dyn Fn(HandlerContext) -> HandlerFuture + Send + Sync>;
+
+/// In-process handlers by name, for `{"type": "handler", "name": …}` actions.
+#[derive(Clone, Default)]
+pub struct Handlers {
+    map: HashMap<String, HandlerFn>,
+}
+
+impl std::fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.map.keys()).finish()
+    }
+}
+
+impl Handlers {
+    /// No handlers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `handler` under `name`, replacing any earlier one.
+    ///
+    /// ```
+    /// let mut handlers = agentcron::Handlers::new();
+    /// handlers.register("generate_daily_report", |ctx| async move {
+    ///     Ok(Some(serde_json::json!({"run": ctx.run_id.to_string()})))
+    /// });
+    /// ```
+    pub fn register<F, Fut>(&mut self, name: impl Into<String>, handler: F)
+    where
+        F: Fn(HandlerContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<serde_json::Value>, ActionError>> + Send + 'static,
+    {
+        let f: HandlerFn = Arc::new(move |ctx| Box::pin(handler(ctx)));
+        self.map.insert(name.into(), f);
+    }
+
+    pub(crate) fn call(&self, name: &str, ctx: HandlerContext) -> HandlerFuture {
+        match self.map.get(name) {
+            Some(f) => f(ctx),
+            None => {
+                let message = format!(
+                    "no handler named `{name}` is registered in this process (register it with Handlers::register)"
+                );
+                Box::pin(async move { Err(ActionError::permanent(message)) })
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The dispatcher: claims ready runs up to the free worker slots, applies the
+//! overlap policy, executes each attempt under its timeout, and records the
+//! outcome. A failed attempt with attempts left becomes `retrying` with
+//! `run_at` delayed by backoff; the task's schedule is never moved.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::{Ctx, Executing};
+use crate::action::{ActionError, HandlerContext};
+use crate::clock::Clock;
+use crate::model::{ActionSpec, Backoff, OverlapPolicy, RunId};
+use crate::store::{ClaimParams, ClaimedRun, FinishAttempt, Outcome, Store};
+
+pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
+    loop {
+        if ctx.draining.is_cancelled() {
+            // Stopping: claim nothing more; just wait for shutdown.
+            ctx.shutdown.cancelled().await;
+            return;
+        }
+        let free = ctx
+            .config
+            .workers
+            .saturating_sub(ctx.executing.lock().map_or(0, |m| m.len()));
+        let mut next = None;
+        if free > 0 {
+            let params = ClaimParams {
+                now: ctx.clock.now(),
+                owner: ctx.config.node.clone(),
+                lease: ctx.config.lease,
+                limit: u32::try_from(free).unwrap_or(u32::MAX),
+            };
+            match ctx.store.claim_runs(params).await {
+                Ok(claimed) => {
+                    let full = claimed.len() == free;
+                    for c in claimed {
+                        start_attempt(&ctx, c);
+                    }
+                    if full {
+                        continue; // more may be ready; slots free up as attempts end
+                    }
+                }
+                Err(e) => {
+                    if !ctx.backoff("claiming runs", &e).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            next = match ctx.store.next_run_at().await {
+                Ok(n) => n,
+                Err(e) => {
+                    if !ctx.backoff("reading the next run time", &e).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+        }
+        if !ctx.sleep(next, &ctx.dispatch_wakeup).await {
+            return;
+        }
+    }
+}
+
+fn start_attempt<S: Store, C: Clock>(ctx: &Arc<Ctx<S, C>>, claimed: ClaimedRun) {
+    let cancel = ctx.shutdown.child_token();
+    if let Ok(mut executing) = ctx.executing.lock() {
+        executing.insert(
+            claimed.run.id,
+            Executing {
+                fence: claimed.run.fence,
+                cancel: cancel.clone(),
+            },
+        );
+    }
+    let ctx2 = ctx.clone();
+    ctx.tracker.spawn(async move {
+        let id = claimed.run.id;
+        attempt(&ctx2, claimed, cancel).await;
+        if let Ok(mut executing) = ctx2.executing.lock() {
+            executing.remove(&id);
+        }
+        ctx2.attempt_done.notify_waiters();
+        ctx2.dispatch_wakeup.notify_one();
+    });
+}
+
+/// One attempt, start to recorded outcome.
+async fn attempt<S: Store, C: Clock>(
+    ctx: &Ctx<S, C>,
+    claimed: ClaimedRun,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let ClaimedRun { run, task } = claimed;
+    let finish = |outcome| FinishAttempt {
+        id: run.id,
+        fence: run.fence,
+        now: ctx.clock.now(),
+        outcome,
+    };
+    // Overlap: another run of this task is executing somewhere.
+    if task.spec.overlap == OverlapPolicy::Forbid {
+        match ctx.store.running_count(task.id, run.id).await {
+            Ok(0) => {}
+            Ok(_) => {
+                let reason =
+                    "skipped: the previous run of this task is still running (overlap: forbid)";
+                record(
+                    ctx,
+                    finish(Outcome::Skipped {
+                        reason: reason.into(),
+                    }),
+                )
+                .await;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, run = %run.id, "overlap check failed; running anyway")
+            }
+        }
+    }
+    let context = HandlerContext {
+        run_id: run.id,
+        task_id: task.id,
+        task_name: task.spec.name.clone(),
+        scheduled_for: run.scheduled_for,
+        attempt: run.attempt,
+        fence: run.fence,
+        payload: run.payload.clone(),
+        cancel: cancel.clone(),
+    };
+    let work = async {
+        match &task.spec.action {
+            ActionSpec::Handler { name, payload } => {
+                let context = HandlerContext {
+                    payload: context.payload.clone().or_else(|| payload.clone()),
+                    ..context
+                };
+                ctx.handlers.call(name, context).await
+            }
+            ActionSpec::Http { .. } | ActionSpec::Exec { .. } => Err(ActionError::permanent(
+                "http and exec actions are not available in this build yet",
+            )),
+        }
+    };
+    let deadline = task
+        .spec
+        .timeout
+        .map(|t| run.started_at.unwrap_or_else(|| ctx.clock.now()) + millis(t.as_millis()));
+    let result = tokio::select! {
+        r = work => Ok(r),
+        _ = cancel.cancelled() => Err(Interrupted::Cancelled),
+        _ = sleep_opt(ctx, deadline) => Err(Interrupted::TimedOut),
+    };
+    let outcome = match result {
+        Ok(Ok(result)) => Outcome::Succeeded {
+            result,
+            output: None,
+        },
+        Ok(Err(err)) => failure(
+            ctx,
+            &run.id,
+            run.attempt,
+            run.max_attempts,
+            &task.spec.retry.backoff,
+            err,
+        ),
+        Err(Interrupted::TimedOut) => {
+            let error = format!("timed out after {}", task.spec.timeout.unwrap_or_default());
+            if run.attempt < run.max_attempts {
+                let run_at = ctx.clock.now()
+                    + backoff_delay(&task.spec.retry.backoff, run.id, run.attempt, None);
+                Outcome::Retry { run_at, error }
+            } else {
+                Outcome::TimedOut { error }
+            }
+        }
+        Err(Interrupted::Cancelled) => {
+            // Shutdown or a lost lease: give the run back if it is still ours.
+            if let Err(e) = ctx
+                .store
+                .release_run(run.id, run.fence, ctx.clock.now())
+                .await
+            {
+                tracing::warn!(error = %e, run = %run.id, "could not release the run; its lease will expire");
+            }
+            return;
+        }
+    };
+    record(ctx, finish(outcome)).await;
+}
+
+enum Interrupted {
+    Cancelled,
+    TimedOut,
+}
+
+async fn sleep_opt<S: Store, C: Clock>(ctx: &Ctx<S, C>, at: Option<Timestamp>) {
+    match at {
+        Some(at) => ctx.clock.sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn millis(ms: u64) -> SignedDuration {
+    SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+/// The outcome of a failed attempt: retry after backoff while attempts remain.
+fn failure<S: Store, C: Clock>(
+    ctx: &Ctx<S, C>,
+    run: &RunId,
+    attempt: i64,
+    max_attempts: i64,
+    backoff: &Backoff,
+    err: ActionError,
+) -> Outcome {
+    match err {
+        ActionError::Retryable {
+            message,
+            retry_after,
+        } if attempt < max_attempts => Outcome::Retry {
+            run_at: ctx.clock.now() + backoff_delay(backoff, *run, attempt, retry_after),
+            error: message,
+        },
+        other => Outcome::Failed {
+            error: other.to_string(),
+            output: None,
+        },
+    }
+}
+
+/// The delay after failed attempt `attempt` (from 1): `initial × multiplier^(attempt-1)`,
+/// capped at `max`, spread by ±`jitter` (derived from the run id, so the same
+/// run always waits the same), and never shorter than the callee asked.
+pub(crate) fn backoff_delay(
+    b: &Backoff,
+    run: RunId,
+    attempt: i64,
+    retry_after: Option<Duration>,
+) -> SignedDuration {
+    let exp = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
+    let base = (b.initial.as_millis() as f64) * b.multiplier.powi(exp);
+    let capped = base.min(b.max.as_millis() as f64);
+    // A stable value in [-1, 1) from the run id and attempt.
+    let h = run.0.as_u128() as u64 ^ (attempt as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let h = (h ^ (h >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let unit = (h >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+    let jittered = (capped * (1.0 + b.jitter * unit)).max(0.0);
+    let asked = retry_after.map_or(0.0, |d| d.as_millis() as f64);
+    millis(jittered.max(asked) as u64)
+}
+
+async fn record<S: Store, C: Clock>(ctx: &Ctx<S, C>, finish: FinishAttempt) {
+    let id = finish.id;
+    match ctx.store.finish_attempt(finish).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(run = %id, "outcome discarded: the run was reclaimed (stale fence)")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, run = %id, "could not record the outcome; the lease will expire and the run will be recovered")
+        }
+    }
+}

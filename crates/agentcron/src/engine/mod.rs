@@ -1,0 +1,189 @@
+//! The engine: every node runs the same loops, one module each.
+//!
+//! - [`planner`]: sleeps until the earliest `next_fire_at` (or a wake-up),
+//!   records due fires in the ledger and applies the misfire policy.
+//! - `dispatcher`: claims ready runs up to its free worker slots, applies the
+//!   overlap policy, executes each attempt under its timeout, and records the
+//!   outcome (retries are new attempts of the same run, delayed by backoff).
+//! - `lease_keeper`: renews the leases of runs executing here; a run whose
+//!   lease is lost is cancelled locally.
+//! - `reaper`: requeues runs whose lease expired (their node died) as a
+//!   `recovery` attempt, or fails them when attempts are spent.
+//!
+//! No loop polls on a fixed short interval: each sleeps until its next known
+//! deadline or until woken, with `max_sleep` as the bound.
+
+mod dispatcher;
+mod lease_keeper;
+pub mod planner;
+mod reaper;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::action::Handlers;
+use crate::clock::Clock;
+use crate::model::RunId;
+use crate::store::Store;
+
+/// How a node runs its loops.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// This node's name in leases and attempts.
+    pub node: String,
+    /// Runs executing at once on this node.
+    pub workers: usize,
+    /// How long a claim holds without renewal.
+    pub lease: Duration,
+    /// The longest any loop sleeps without looking at the store.
+    pub max_sleep: Duration,
+    /// Due tasks planned per transaction.
+    pub plan_batch: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            node: format!("node-{}", uuid::Uuid::now_v7().simple()),
+            workers: 64,
+            lease: Duration::from_secs(30),
+            max_sleep: Duration::from_secs(60),
+            plan_batch: 500,
+        }
+    }
+}
+
+/// An attempt executing on this node.
+struct Executing {
+    fence: i64,
+    cancel: CancellationToken,
+}
+
+/// What the loops share.
+struct Ctx<S, C> {
+    store: S,
+    clock: C,
+    config: EngineConfig,
+    handlers: Handlers,
+    /// Stops every loop; attempts get child tokens.
+    shutdown: CancellationToken,
+    /// Set when the node stops claiming (graceful stop).
+    draining: CancellationToken,
+    plan_wakeup: Notify,
+    dispatch_wakeup: Notify,
+    executing: Mutex<HashMap<RunId, Executing>>,
+    /// Notified (all waiters) whenever an attempt on this node ends.
+    attempt_done: Notify,
+    tracker: TaskTracker,
+}
+
+impl<S: Store, C: Clock> Ctx<S, C> {
+    /// `now + d`, saturating.
+    fn after(&self, d: Duration) -> Timestamp {
+        let d = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
+        self.clock.now().saturating_add(d).unwrap_or(Timestamp::MAX)
+    }
+
+    /// Sleeps until `at` (bounded by `max_sleep`), a wake-up, or shutdown.
+    /// Returns false on shutdown.
+    async fn sleep(&self, at: Option<Timestamp>, wakeup: &Notify) -> bool {
+        let bound = self.after(self.config.max_sleep);
+        let at = at.map_or(bound, |a| a.min(bound));
+        tokio::select! {
+            _ = self.shutdown.cancelled() => false,
+            _ = self.clock.sleep_until(at) => true,
+            _ = wakeup.notified() => true,
+        }
+    }
+
+    /// Logs a store error and waits a moment before the loop retries.
+    async fn backoff(&self, what: &str, err: &crate::store::StoreError) -> bool {
+        tracing::warn!(error = %err, "{what} failed; retrying in 1s");
+        let at = self.after(Duration::from_secs(1));
+        tokio::select! {
+            _ = self.shutdown.cancelled() => false,
+            _ = self.clock.sleep_until(at) => true,
+        }
+    }
+}
+
+/// A running engine: its loops run on the tokio runtime until
+/// [`Engine::shutdown`].
+pub struct Engine<S, C> {
+    ctx: Arc<Ctx<S, C>>,
+}
+
+impl<S: Store, C: Clock> Engine<S, C> {
+    /// Starts the planner, dispatcher, lease keeper and reaper.
+    pub fn start(store: S, clock: C, config: EngineConfig, handlers: Handlers) -> Self {
+        let ctx = Arc::new(Ctx {
+            store,
+            clock,
+            config,
+            handlers,
+            shutdown: CancellationToken::new(),
+            draining: CancellationToken::new(),
+            plan_wakeup: Notify::new(),
+            dispatch_wakeup: Notify::new(),
+            executing: Mutex::new(HashMap::new()),
+            attempt_done: Notify::new(),
+            tracker: TaskTracker::new(),
+        });
+        ctx.tracker.spawn(planner::run(ctx.clone()));
+        ctx.tracker.spawn(dispatcher::run(ctx.clone()));
+        ctx.tracker.spawn(lease_keeper::run(ctx.clone()));
+        ctx.tracker.spawn(reaper::run(ctx.clone()));
+        Engine { ctx }
+    }
+
+    /// The store the engine works on.
+    pub fn store(&self) -> &S {
+        &self.ctx.store
+    }
+
+    /// Tells the planner and dispatcher to look again now (after a task was
+    /// created or changed, or a run was triggered).
+    pub fn wake(&self) {
+        self.ctx.plan_wakeup.notify_one();
+        self.ctx.dispatch_wakeup.notify_one();
+    }
+
+    /// How many attempts are executing on this node.
+    pub fn executing(&self) -> usize {
+        self.ctx.executing.lock().map_or(0, |m| m.len())
+    }
+
+    /// Stops claiming, lets executing attempts finish for up to `grace`
+    /// (as measured by the engine's clock), cancels the rest, and stops every
+    /// loop. A cancelled attempt's lease expires and another node (or the
+    /// next start) recovers the run.
+    pub async fn shutdown(self, grace: Duration) {
+        let ctx = self.ctx;
+        ctx.draining.cancel();
+        let deadline = ctx.after(grace);
+        loop {
+            // Register for the next "attempt ended" before looking, so none is missed.
+            let ended = ctx.attempt_done.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if ctx.executing.lock().map_or(0, |m| m.len()) == 0 {
+                break;
+            }
+            tokio::select! {
+                _ = ctx.clock.sleep_until(deadline) => break,
+                _ = ended => {}
+            }
+        }
+        // Cancel what is left: each attempt releases its run for another
+        // node. Attempts are tracked too, so `wait` covers them.
+        ctx.shutdown.cancel();
+        ctx.tracker.close();
+        ctx.tracker.wait().await;
+    }
+}
