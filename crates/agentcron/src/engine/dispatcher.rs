@@ -68,20 +68,27 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
 
 fn start_attempt<S: Store, C: Clock>(ctx: &Arc<Ctx<S, C>>, claimed: ClaimedRun) {
     let cancel = ctx.shutdown.child_token();
+    let (id, fence) = (claimed.run.id, claimed.run.fence);
     if let Ok(mut executing) = ctx.executing.lock() {
-        executing.insert(
-            claimed.run.id,
+        let stale = executing.insert(
+            id,
             Executing {
-                fence: claimed.run.fence,
+                fence,
                 cancel: cancel.clone(),
             },
         );
+        // This node reclaimed a run it was still executing under an older
+        // fence (it stalled past its lease): that attempt is void now.
+        if let Some(stale) = stale {
+            stale.cancel.cancel();
+        }
     }
     let ctx2 = ctx.clone();
     ctx.tracker.spawn(async move {
-        let id = claimed.run.id;
         attempt(&ctx2, claimed, cancel).await;
-        if let Ok(mut executing) = ctx2.executing.lock() {
+        if let Ok(mut executing) = ctx2.executing.lock()
+            && executing.get(&id).is_some_and(|e| e.fence == fence)
+        {
             executing.remove(&id);
         }
         ctx2.attempt_done.notify_waiters();
@@ -152,9 +159,15 @@ async fn attempt<S: Store, C: Clock>(
         .timeout
         .map(|t| run.started_at.unwrap_or_else(|| ctx.clock.now()) + millis(t.as_millis()));
     let result = tokio::select! {
-        r = work => Ok(r),
+        // Interruptions first: a handler that returns because it was
+        // cancelled must not be recorded as a failure of its own.
+        biased;
         _ = cancel.cancelled() => Err(Interrupted::Cancelled),
         _ = sleep_opt(ctx, deadline) => Err(Interrupted::TimedOut),
+        r = work => match r {
+            Err(_) if cancel.is_cancelled() => Err(Interrupted::Cancelled),
+            r => Ok(r),
+        },
     };
     let outcome = match result {
         Ok(Ok(result)) => Outcome::Succeeded {

@@ -16,30 +16,37 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
             _ = ctx.shutdown.cancelled() => return,
             _ = ctx.clock.sleep_until(at) => {}
         }
-        let held: Vec<_> = match ctx.executing.lock() {
-            Ok(m) => m.iter().map(|(id, e)| (*id, e.fence)).collect(),
-            Err(_) => continue,
-        };
-        if held.is_empty() {
-            continue;
-        }
-        let until = ctx.after(ctx.config.lease);
-        match ctx
-            .store
-            .extend_leases(&ctx.config.node, &held, until)
-            .await
-        {
-            Ok(lost) => {
-                if let Ok(m) = ctx.executing.lock() {
-                    for id in lost {
-                        if let Some(e) = m.get(&id) {
-                            tracing::warn!(run = %id, "lease lost; cancelling the local attempt");
-                            e.cancel.cancel();
-                        }
+        renew(&ctx).await;
+    }
+}
+
+/// Renews every lease this node holds; cancels the attempts whose lease is gone.
+/// The reaper calls this too before it reaps, so that a node waking from a
+/// stall renews its own live attempts before it could mistake them for dead.
+pub(super) async fn renew<S: Store, C: Clock>(ctx: &Ctx<S, C>) {
+    let held: Vec<_> = match ctx.executing.lock() {
+        Ok(m) => m.iter().map(|(id, e)| (*id, e.fence)).collect(),
+        Err(_) => return,
+    };
+    if held.is_empty() {
+        return;
+    }
+    let until = ctx.after(ctx.config.lease);
+    match ctx
+        .store
+        .extend_leases(&ctx.config.node, &held, until)
+        .await
+    {
+        Ok(lost) => {
+            if let Ok(m) = ctx.executing.lock() {
+                for id in lost {
+                    if let Some(e) = m.get(&id) {
+                        tracing::warn!(run = %id, "lease lost; cancelling the local attempt");
+                        e.cancel.cancel();
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "renewing leases failed; will retry"),
         }
+        Err(e) => tracing::warn!(error = %e, "renewing leases failed; will retry"),
     }
 }

@@ -11,6 +11,7 @@ use crate::store::{ReapParams, Store};
 pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
     let every = ctx.config.lease / 2;
     loop {
+        super::lease_keeper::renew(&ctx).await;
         match ctx
             .store
             .reap_expired(ReapParams {

@@ -1,0 +1,505 @@
+//! The engine end to end: a real SQLite file, real handlers, and a manual
+//! clock moved by the test. A test waits for effects by receiving what the
+//! handler sends, or by polling the store with a deadline.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentcron::store::{ClaimParams, NewTask, PlanParams, SqliteStore, Store, TaskPlan};
+use agentcron::{
+    ActionError, Engine, EngineConfig, Handlers, ManualClock, Run, RunId, RunStatus, Task, TaskId,
+    TaskSpec, Trigger,
+};
+use jiff::{Timestamp, ToSpan};
+use tokio::sync::mpsc;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+/// What a handler saw.
+#[derive(Clone, Debug)]
+struct Seen {
+    run: RunId,
+    scheduled_for: Timestamp,
+    attempt: i64,
+    fence: i64,
+}
+
+struct Harness {
+    engine: Option<Engine<SqliteStore, Arc<ManualClock>>>,
+    store: SqliteStore,
+    clock: Arc<ManualClock>,
+    _dir: tempfile::TempDir,
+}
+
+async fn open_store() -> (SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("agentcron.db").display());
+    (SqliteStore::open(&url).await.unwrap(), dir)
+}
+
+/// Tests move the clock in jumps; a lease longer than any jump keeps the
+/// lease machinery out of tests that are not about it.
+fn config() -> EngineConfig {
+    EngineConfig {
+        node: "test-node".into(),
+        workers: 8,
+        lease: Duration::from_secs(600),
+        ..EngineConfig::default()
+    }
+}
+
+impl Harness {
+    async fn start(start: Timestamp, handlers: Handlers) -> Harness {
+        let (store, dir) = open_store().await;
+        let clock = Arc::new(ManualClock::new(start));
+        let engine = Engine::start(store.clone(), clock.clone(), config(), handlers);
+        Harness {
+            engine: Some(engine),
+            store,
+            clock,
+            _dir: dir,
+        }
+    }
+
+    /// Creates a task the way the API will: validate, compute the first fire, store, wake.
+    async fn create(&self, spec: serde_json::Value) -> Task {
+        let task = create_task(&self.store, spec, self.clock_now()).await;
+        if let Some(e) = &self.engine {
+            e.wake();
+        }
+        task
+    }
+
+    fn clock_now(&self) -> Timestamp {
+        agentcron::Clock::now(&*self.clock)
+    }
+
+    fn set(&self, t: &str) {
+        self.clock.set(ts(t));
+    }
+
+    async fn runs(&self, task: &Task) -> Vec<Run> {
+        let mut runs = self.store.runs_of_task(task.id, 100).await.unwrap();
+        runs.reverse();
+        runs
+    }
+
+    /// Polls until `check` accepts the task's runs (oldest first), up to 5 s.
+    async fn until(&self, task: &Task, what: &str, check: impl Fn(&[Run]) -> bool) -> Vec<Run> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let runs = self.runs(task).await;
+            if check(&runs) {
+                return runs;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for: {what}; runs: {runs:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+async fn create_task(store: &SqliteStore, spec: serde_json::Value, now: Timestamp) -> Task {
+    let spec: TaskSpec = serde_json::from_value(spec).unwrap();
+    let id = TaskId::new();
+    let schedule = spec.validate(&id.to_string()).unwrap();
+    store
+        .create_task(NewTask {
+            id,
+            next_fire_at: schedule.next_after(now),
+            spec,
+            now,
+        })
+        .await
+        .unwrap()
+}
+
+async fn recv(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("the handler ran within 5 s")
+        .expect("channel open")
+}
+
+/// A handler that reports each call and then behaves as `behave` says for that attempt.
+fn reporting(
+    behave: impl Fn(i64) -> Result<(), ActionError> + Send + Sync + 'static,
+) -> (Handlers, mpsc::UnboundedReceiver<Seen>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let behave = Arc::new(behave);
+    let mut handlers = Handlers::new();
+    handlers.register("report", move |ctx| {
+        let tx = tx.clone();
+        let behave = behave.clone();
+        async move {
+            let _ = tx.send(Seen {
+                run: ctx.run_id,
+                scheduled_for: ctx.scheduled_for,
+                attempt: ctx.attempt,
+                fence: ctx.fence,
+            });
+            behave(ctx.attempt).map(|()| Some(serde_json::json!({"attempt": ctx.attempt})))
+        }
+    });
+    (handlers, rx)
+}
+
+/// A handler that reports, then holds until its run is cancelled or `release` fires.
+fn holding() -> (
+    Handlers,
+    mpsc::UnboundedReceiver<Seen>,
+    Arc<tokio::sync::Notify>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let mut handlers = Handlers::new();
+    let r = release.clone();
+    handlers.register("hold", move |ctx| {
+        let tx = tx.clone();
+        let release = r.clone();
+        async move {
+            let _ = tx.send(Seen {
+                run: ctx.run_id,
+                scheduled_for: ctx.scheduled_for,
+                attempt: ctx.attempt,
+                fence: ctx.fence,
+            });
+            tokio::select! {
+                _ = release.notified() => Ok(None),
+                _ = ctx.cancel.cancelled() => Err(ActionError::permanent("cancelled")),
+            }
+        }
+    });
+    (handlers, rx, release)
+}
+
+fn every_minute(handler: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut spec = serde_json::json!({
+        "name": "job",
+        "schedule": {"cron": "* * * * *"},
+        "action": {"type": "handler", "name": handler},
+    });
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+        s.extend(e.clone());
+    }
+    spec
+}
+
+#[tokio::test]
+async fn a_task_fires_on_time_and_its_run_is_recorded() {
+    let (handlers, mut rx) = reporting(|_| Ok(()));
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute("report", serde_json::json!({})))
+        .await;
+    assert_eq!(task.next_fire_at, Some(ts("2026-11-30T09:00:00Z")));
+    // Nothing happens before the fire time.
+    h.set("2026-11-30T08:59:59Z");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv())
+            .await
+            .is_err(),
+        "fired early"
+    );
+    h.set("2026-11-30T09:00:00Z");
+    let seen = recv(&mut rx).await;
+    assert_eq!(
+        (seen.scheduled_for, seen.attempt, seen.fence),
+        (ts("2026-11-30T09:00:00Z"), 1, 1)
+    );
+    let runs = h
+        .until(&task, "the run succeeds", |r| {
+            r.len() == 1 && r[0].status == RunStatus::Succeeded
+        })
+        .await;
+    assert_eq!(runs[0].id, seen.run);
+    assert_eq!(runs[0].result, Some(serde_json::json!({"attempt": 1})));
+    assert_eq!(runs[0].started_at, Some(ts("2026-11-30T09:00:00Z")));
+    // The next minute fires too.
+    h.set("2026-11-30T09:01:00Z");
+    assert_eq!(
+        recv(&mut rx).await.scheduled_for,
+        ts("2026-11-30T09:01:00Z")
+    );
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn retries_are_attempts_of_the_same_run_and_keep_the_cadence() {
+    let (handlers, mut rx) = reporting(|attempt| {
+        if attempt == 1 {
+            Err(ActionError::retryable("HTTP 503"))
+        } else {
+            Ok(())
+        }
+    });
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute("report", serde_json::json!({"retry": {"max_attempts": 3, "backoff": {"initial": "10s", "jitter": 0}}})))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    let first = recv(&mut rx).await;
+    let runs = h
+        .until(&task, "the first attempt is retrying", |r| {
+            r.first().is_some_and(|r| r.status == RunStatus::Retrying)
+        })
+        .await;
+    assert_eq!(
+        runs[0].run_at,
+        ts("2026-11-30T09:00:10Z"),
+        "initial backoff, no jitter"
+    );
+    assert_eq!(runs[0].error.as_deref(), Some("HTTP 503"));
+    let t = h.store.get_task(task.id).await.unwrap().unwrap();
+    assert_eq!(
+        t.next_fire_at,
+        Some(ts("2026-11-30T09:01:00Z")),
+        "the retry does not move the schedule"
+    );
+    h.set("2026-11-30T09:00:10Z");
+    let second = recv(&mut rx).await;
+    assert_eq!(
+        (second.run, second.attempt, second.fence),
+        (first.run, 2, 2)
+    );
+    assert_eq!(second.scheduled_for, ts("2026-11-30T09:00:00Z"));
+    h.until(&task, "the retry succeeds", |r| {
+        r[0].status == RunStatus::Succeeded
+    })
+    .await;
+    h.set("2026-11-30T09:01:00Z");
+    let next = recv(&mut rx).await;
+    assert_eq!(
+        (next.scheduled_for, next.attempt),
+        (ts("2026-11-30T09:01:00Z"), 1)
+    );
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn permanent_errors_and_spent_attempts_fail_the_run() {
+    let (handlers, mut rx) = reporting(|_| Err(ActionError::permanent("400 Bad Request")));
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute(
+            "report",
+            serde_json::json!({"retry": {"max_attempts": 5}}),
+        ))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    recv(&mut rx).await;
+    let runs = h
+        .until(&task, "the run fails without retry", |r| {
+            r.first().is_some_and(|r| r.status == RunStatus::Failed)
+        })
+        .await;
+    assert_eq!(
+        (runs[0].attempt, runs[0].error.as_deref()),
+        (1, Some("400 Bad Request"))
+    );
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn an_unknown_handler_fails_with_a_clear_error() {
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), Handlers::new()).await;
+    let task = h
+        .create(every_minute(
+            "nobody-registered-this",
+            serde_json::json!({}),
+        ))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    let runs = h
+        .until(&task, "the run fails", |r| {
+            r.first().is_some_and(|r| r.status == RunStatus::Failed)
+        })
+        .await;
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no handler named `nobody-registered-this` is registered")
+    );
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_hung_attempt_times_out() {
+    let (handlers, mut rx, _release) = holding();
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute("hold", serde_json::json!({"timeout": "5s"})))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    recv(&mut rx).await;
+    h.set("2026-11-30T09:00:04Z");
+    assert_eq!(h.runs(&task).await[0].status, RunStatus::Running);
+    h.set("2026-11-30T09:00:05Z");
+    let runs = h
+        .until(&task, "the run times out", |r| {
+            r[0].status == RunStatus::TimedOut
+        })
+        .await;
+    assert_eq!(runs[0].error.as_deref(), Some("timed out after 5s"));
+    assert_eq!(runs[0].finished_at, Some(ts("2026-11-30T09:00:05Z")));
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn overlap_forbid_skips_a_fire_while_the_previous_run_is_going() {
+    let (handlers, mut rx, release) = holding();
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute(
+            "hold",
+            serde_json::json!({"overlap": "forbid"}),
+        ))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    recv(&mut rx).await;
+    h.set("2026-11-30T09:01:00Z");
+    let runs = h
+        .until(&task, "the second fire is skipped", |r| {
+            r.len() == 2 && r[1].status == RunStatus::Skipped
+        })
+        .await;
+    assert_eq!(runs[1].scheduled_for, ts("2026-11-30T09:01:00Z"));
+    assert!(
+        runs[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("previous run of this task is still running")
+    );
+    release.notify_one();
+    h.until(&task, "the first run succeeds", |r| {
+        r[0].status == RunStatus::Succeeded
+    })
+    .await;
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_run_whose_node_died_is_recovered_with_the_same_id_and_a_higher_fence() {
+    let (store, dir) = open_store().await;
+    let start = ts("2026-11-30T09:00:00Z");
+    let task = create_task(
+        &store,
+        every_minute("report", serde_json::json!({"retry": {"max_attempts": 3}})),
+        start - 10.seconds(),
+    )
+    .await;
+    // A node plans the fire, claims it and dies without a word.
+    let queue = |t: &Task| TaskPlan {
+        runs: vec![agentcron::store::NewRun {
+            id: RunId::new(),
+            scheduled_for: t.next_fire_at.unwrap(),
+            last_scheduled_for: None,
+            fire_count: 1,
+            status: RunStatus::Queued,
+            trigger: Trigger::Schedule,
+            run_at: t.next_fire_at.unwrap(),
+            error: None,
+            payload: None,
+        }],
+        next_fire_at: Some(t.next_fire_at.unwrap() + 1.minute()),
+        state: agentcron::TaskState::Active,
+    };
+    store
+        .plan(
+            PlanParams {
+                now: start,
+                limit: 10,
+            },
+            &queue,
+        )
+        .await
+        .unwrap();
+    let dead = store
+        .claim_runs(ClaimParams {
+            now: start,
+            owner: "dead-node".into(),
+            lease: Duration::from_secs(30),
+            limit: 10,
+        })
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    // A fresh engine starts: nothing to do until the dead lease expires.
+    let (handlers, mut rx) = reporting(|_| Ok(()));
+    let clock = Arc::new(ManualClock::new(start + 1.second()));
+    let lease = EngineConfig {
+        lease: Duration::from_secs(30),
+        ..config()
+    };
+    let engine = Engine::start(store.clone(), clock.clone(), lease, handlers);
+    let h = Harness {
+        engine: Some(engine),
+        store,
+        clock,
+        _dir: dir,
+    };
+    h.set("2026-11-30T09:00:30Z");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv())
+            .await
+            .is_err(),
+        "lease still valid"
+    );
+    h.set("2026-11-30T09:00:45Z");
+    let seen = recv(&mut rx).await;
+    assert_eq!(
+        (seen.run, seen.attempt, seen.fence),
+        (dead.id, 2, 2),
+        "same idempotency key, higher fence"
+    );
+    let runs = h
+        .until(&task, "the recovered run succeeds", |r| {
+            r[0].status == RunStatus::Succeeded
+        })
+        .await;
+    assert_eq!(runs[0].trigger, Trigger::Recovery);
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn shutdown_waits_for_the_grace_then_releases_the_run() {
+    let (handlers, mut rx, _release) = holding();
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h.create(every_minute("hold", serde_json::json!({}))).await;
+    h.set("2026-11-30T09:00:00Z");
+    let seen = recv(&mut rx).await;
+    let Harness {
+        engine,
+        clock,
+        store,
+        _dir,
+        ..
+    } = h;
+    let stopping = tokio::spawn(engine.unwrap().shutdown(Duration::from_secs(10)));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !stopping.is_finished(),
+        "shutdown waits for the running attempt"
+    );
+    clock.set(ts("2026-11-30T09:00:10Z"));
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .expect("shutdown ends after the grace")
+        .unwrap();
+    let run = store.get_run(seen.run).await.unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.trigger, run.lease_owner),
+        (RunStatus::Queued, Trigger::Recovery, None)
+    );
+    assert_eq!(store.runs_of_task(task.id, 10).await.unwrap().len(), 1);
+}
