@@ -4,192 +4,17 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentcron::store::{ClaimParams, NewTask, PlanParams, SqliteStore, Store, TaskPlan};
+use agentcron::store::{ClaimParams, PlanParams, Store, TaskPlan};
 use agentcron::{
-    ActionError, Engine, EngineConfig, Handlers, ManualClock, Run, RunId, RunStatus, Task, TaskId,
-    TaskSpec, Trigger,
+    ActionError, Engine, EngineConfig, Handlers, ManualClock, RunId, RunStatus, Task, Trigger,
 };
-use jiff::{Timestamp, ToSpan};
-use tokio::sync::mpsc;
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().expect("timestamp")
-}
-
-/// What a handler saw.
-#[derive(Clone, Debug)]
-struct Seen {
-    run: RunId,
-    scheduled_for: Timestamp,
-    attempt: i64,
-    fence: i64,
-}
-
-struct Harness {
-    engine: Option<Engine<SqliteStore, Arc<ManualClock>>>,
-    store: SqliteStore,
-    clock: Arc<ManualClock>,
-    _dir: tempfile::TempDir,
-}
-
-async fn open_store() -> (SqliteStore, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("agentcron.db").display());
-    (SqliteStore::open(&url).await.unwrap(), dir)
-}
-
-/// Tests move the clock in jumps; a lease longer than any jump keeps the
-/// lease machinery out of tests that are not about it.
-fn config() -> EngineConfig {
-    EngineConfig {
-        node: "test-node".into(),
-        workers: 8,
-        lease: Duration::from_secs(600),
-        ..EngineConfig::default()
-    }
-}
-
-impl Harness {
-    async fn start(start: Timestamp, handlers: Handlers) -> Harness {
-        let (store, dir) = open_store().await;
-        let clock = Arc::new(ManualClock::new(start));
-        let engine = Engine::start(store.clone(), clock.clone(), config(), handlers);
-        Harness {
-            engine: Some(engine),
-            store,
-            clock,
-            _dir: dir,
-        }
-    }
-
-    /// Creates a task the way the API will: validate, compute the first fire, store, wake.
-    async fn create(&self, spec: serde_json::Value) -> Task {
-        let task = create_task(&self.store, spec, self.clock_now()).await;
-        if let Some(e) = &self.engine {
-            e.wake();
-        }
-        task
-    }
-
-    fn clock_now(&self) -> Timestamp {
-        agentcron::Clock::now(&*self.clock)
-    }
-
-    fn set(&self, t: &str) {
-        self.clock.set(ts(t));
-    }
-
-    async fn runs(&self, task: &Task) -> Vec<Run> {
-        let mut runs = self.store.runs_of_task(task.id, 100).await.unwrap();
-        runs.reverse();
-        runs
-    }
-
-    /// Polls until `check` accepts the task's runs (oldest first), up to 5 s.
-    async fn until(&self, task: &Task, what: &str, check: impl Fn(&[Run]) -> bool) -> Vec<Run> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let runs = self.runs(task).await;
-            if check(&runs) {
-                return runs;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for: {what}; runs: {runs:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-}
-
-async fn create_task(store: &SqliteStore, spec: serde_json::Value, now: Timestamp) -> Task {
-    let spec: TaskSpec = serde_json::from_value(spec).unwrap();
-    let id = TaskId::new();
-    let schedule = spec.validate(&id.to_string()).unwrap();
-    store
-        .create_task(NewTask {
-            id,
-            next_fire_at: schedule.next_after(now),
-            spec,
-            now,
-        })
-        .await
-        .unwrap()
-}
-
-async fn recv(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
-    tokio::time::timeout(Duration::from_secs(5), rx.recv())
-        .await
-        .expect("the handler ran within 5 s")
-        .expect("channel open")
-}
-
-/// A handler that reports each call and then behaves as `behave` says for that attempt.
-fn reporting(
-    behave: impl Fn(i64) -> Result<(), ActionError> + Send + Sync + 'static,
-) -> (Handlers, mpsc::UnboundedReceiver<Seen>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let behave = Arc::new(behave);
-    let mut handlers = Handlers::new();
-    handlers.register("report", move |ctx| {
-        let tx = tx.clone();
-        let behave = behave.clone();
-        async move {
-            let _ = tx.send(Seen {
-                run: ctx.run_id,
-                scheduled_for: ctx.scheduled_for,
-                attempt: ctx.attempt,
-                fence: ctx.fence,
-            });
-            behave(ctx.attempt).map(|()| Some(serde_json::json!({"attempt": ctx.attempt})))
-        }
-    });
-    (handlers, rx)
-}
-
-/// A handler that reports, then holds until its run is cancelled or `release` fires.
-fn holding() -> (
-    Handlers,
-    mpsc::UnboundedReceiver<Seen>,
-    Arc<tokio::sync::Notify>,
-) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let release = Arc::new(tokio::sync::Notify::new());
-    let mut handlers = Handlers::new();
-    let r = release.clone();
-    handlers.register("hold", move |ctx| {
-        let tx = tx.clone();
-        let release = r.clone();
-        async move {
-            let _ = tx.send(Seen {
-                run: ctx.run_id,
-                scheduled_for: ctx.scheduled_for,
-                attempt: ctx.attempt,
-                fence: ctx.fence,
-            });
-            tokio::select! {
-                _ = release.notified() => Ok(None),
-                _ = ctx.cancel.cancelled() => Err(ActionError::permanent("cancelled")),
-            }
-        }
-    });
-    (handlers, rx, release)
-}
-
-fn every_minute(handler: &str, extra: serde_json::Value) -> serde_json::Value {
-    let mut spec = serde_json::json!({
-        "name": "job",
-        "schedule": {"cron": "* * * * *"},
-        "action": {"type": "handler", "name": handler},
-    });
-    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
-        s.extend(e.clone());
-    }
-    spec
-}
+use jiff::ToSpan;
+use support::*;
 
 #[tokio::test]
 async fn a_task_fires_on_time_and_its_run_is_recorded() {
@@ -441,7 +266,7 @@ async fn a_run_whose_node_died_is_recovered_with_the_same_id_and_a_higher_fence(
         lease: Duration::from_secs(30),
         ..config()
     };
-    let engine = Engine::start(store.clone(), clock.clone(), lease, handlers);
+    let engine = Engine::start(store.clone(), clock.clone(), lease, handlers).unwrap();
     let h = Harness {
         engine: Some(engine),
         store,

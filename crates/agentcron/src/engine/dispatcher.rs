@@ -9,9 +9,9 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{Ctx, Executing};
-use crate::action::{ActionError, HandlerContext};
+use crate::action::{ActionError, Attempt};
 use crate::clock::Clock;
-use crate::model::{ActionSpec, Backoff, OverlapPolicy, RunId};
+use crate::model::{Backoff, OverlapPolicy, RunId};
 use crate::store::{ClaimParams, ClaimedRun, FinishAttempt, Outcome, Store};
 
 pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
@@ -130,30 +130,20 @@ async fn attempt<S: Store, C: Clock>(
             }
         }
     }
-    let context = HandlerContext {
+    let info = Attempt {
         run_id: run.id,
         task_id: task.id,
         task_name: task.spec.name.clone(),
+        labels: task.spec.labels.clone(),
         scheduled_for: run.scheduled_for,
+        trigger: run.trigger,
         attempt: run.attempt,
         fence: run.fence,
         payload: run.payload.clone(),
-        cancel: cancel.clone(),
     };
-    let work = async {
-        match &task.spec.action {
-            ActionSpec::Handler { name, payload } => {
-                let context = HandlerContext {
-                    payload: context.payload.clone().or_else(|| payload.clone()),
-                    ..context
-                };
-                ctx.handlers.call(name, context).await
-            }
-            ActionSpec::Http { .. } | ActionSpec::Exec { .. } => Err(ActionError::permanent(
-                "http and exec actions are not available in this build yet",
-            )),
-        }
-    };
+    let work = ctx
+        .actions
+        .perform(&task.spec.action, &info, cancel.clone());
     let deadline = task
         .spec
         .timeout

@@ -27,7 +27,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::action::Handlers;
+use crate::action::{ActionError, Actions, Handlers};
 use crate::clock::Clock;
 use crate::model::RunId;
 use crate::store::Store;
@@ -70,7 +70,7 @@ struct Ctx<S, C> {
     store: S,
     clock: C,
     config: EngineConfig,
-    handlers: Handlers,
+    actions: Actions,
     /// Stops every loop; attempts get child tokens.
     shutdown: CancellationToken,
     /// Set when the node stops claiming (graceful stop).
@@ -120,13 +120,19 @@ pub struct Engine<S, C> {
 }
 
 impl<S: Store, C: Clock> Engine<S, C> {
-    /// Starts the planner, dispatcher, lease keeper and reaper.
-    pub fn start(store: S, clock: C, config: EngineConfig, handlers: Handlers) -> Self {
+    /// Starts the planner, dispatcher, lease keeper and reaper. Fails only if
+    /// the HTTP client cannot be built (no TLS roots, say).
+    pub fn start(
+        store: S,
+        clock: C,
+        config: EngineConfig,
+        handlers: Handlers,
+    ) -> Result<Self, ActionError> {
         let ctx = Arc::new(Ctx {
             store,
             clock,
             config,
-            handlers,
+            actions: Actions::new(handlers)?,
             shutdown: CancellationToken::new(),
             draining: CancellationToken::new(),
             plan_wakeup: Notify::new(),
@@ -139,7 +145,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
         ctx.tracker.spawn(dispatcher::run(ctx.clone()));
         ctx.tracker.spawn(lease_keeper::run(ctx.clone()));
         ctx.tracker.spawn(reaper::run(ctx.clone()));
-        Engine { ctx }
+        Ok(Engine { ctx })
     }
 
     /// The store the engine works on.

@@ -1,5 +1,10 @@
-//! Actions: what a run does. Today: in-process handlers registered by name
-//! (library use). HTTP and exec actions join with their part of issue 3.
+//! Actions: what a run does.
+//!
+//! - `http`: call an endpoint (see its module docs for headers and retries).
+//! - `handler` (here): in-process async functions registered by name.
+//! - `template`: minijinja rendering of payload strings.
+//!
+//! The exec action joins with its part of issue 3.
 //!
 //! An action's error says whether to retry ([`ActionError::Retryable`], with
 //! an optional delay the callee asked for) or not ([`ActionError::Permanent`]).
@@ -13,7 +18,74 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{RunId, TaskId};
+use crate::model::{ActionSpec, RunId, TaskId, Trigger};
+
+pub(crate) mod http;
+mod template;
+
+/// Everything an action may use about the attempt it performs.
+#[derive(Clone, Debug)]
+pub(crate) struct Attempt {
+    pub(crate) run_id: RunId,
+    pub(crate) task_id: TaskId,
+    pub(crate) task_name: String,
+    pub(crate) labels: std::collections::BTreeMap<String, String>,
+    pub(crate) scheduled_for: Timestamp,
+    pub(crate) trigger: Trigger,
+    pub(crate) attempt: i64,
+    pub(crate) fence: i64,
+    /// The manual trigger's payload override, if any.
+    pub(crate) payload: Option<serde_json::Value>,
+}
+
+/// What actions share across attempts.
+#[derive(Debug)]
+pub(crate) struct Actions {
+    pub(crate) handlers: Handlers,
+    pub(crate) http: reqwest::Client,
+}
+
+impl Actions {
+    pub(crate) fn new(handlers: Handlers) -> Result<Self, ActionError> {
+        Ok(Actions {
+            handlers,
+            http: http::client()?,
+        })
+    }
+
+    /// Performs `action` once.
+    pub(crate) async fn perform(
+        &self,
+        action: &ActionSpec,
+        attempt: &Attempt,
+        cancel: CancellationToken,
+    ) -> Result<Option<serde_json::Value>, ActionError> {
+        match action {
+            ActionSpec::Http {
+                method,
+                url,
+                headers,
+                body,
+            } => http::call(&self.http, method, url, headers, body.as_ref(), attempt).await,
+            ActionSpec::Handler { name, payload } => {
+                let context = HandlerContext {
+                    run_id: attempt.run_id,
+                    task_id: attempt.task_id,
+                    task_name: attempt.task_name.clone(),
+                    scheduled_for: attempt.scheduled_for,
+                    attempt: attempt.attempt,
+                    fence: attempt.fence,
+                    payload: attempt.payload.clone().or_else(|| payload.clone()),
+                    cancel,
+                };
+                self.handlers.call(name, context).await
+            }
+            ActionSpec::Exec { .. } => Err(ActionError::permanent(
+                "exec actions are not available in this build yet",
+            )),
+        }
+    }
+}
 
 /// Why an attempt failed, and whether another attempt may help.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
