@@ -4,7 +4,7 @@
 //! - `handler` (here): in-process async functions registered by name.
 //! - `template`: minijinja rendering of payload strings.
 //!
-//! The exec action joins with its part of issue 3.
+//! - `exec`: run a program in its own process group (off unless enabled).
 //!
 //! An action's error says whether to retry ([`ActionError::Retryable`], with
 //! an optional delay the callee asked for) or not ([`ActionError::Permanent`]).
@@ -20,8 +20,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::{ActionSpec, RunId, TaskId, Trigger};
 
+mod exec;
 pub(crate) mod http;
 mod template;
+
+/// A successful attempt: the run's result and captured output.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Done {
+    pub(crate) result: Option<serde_json::Value>,
+    pub(crate) output: Option<String>,
+}
 
 /// Everything an action may use about the attempt it performs.
 #[derive(Clone, Debug)]
@@ -43,13 +51,16 @@ pub(crate) struct Attempt {
 pub(crate) struct Actions {
     pub(crate) handlers: Handlers,
     pub(crate) http: reqwest::Client,
+    /// Whether this node runs `exec` actions.
+    pub(crate) exec_enabled: bool,
 }
 
 impl Actions {
-    pub(crate) fn new(handlers: Handlers) -> Result<Self, ActionError> {
+    pub(crate) fn new(handlers: Handlers, exec_enabled: bool) -> Result<Self, ActionError> {
         Ok(Actions {
             handlers,
             http: http::client()?,
+            exec_enabled,
         })
     }
 
@@ -59,14 +70,20 @@ impl Actions {
         action: &ActionSpec,
         attempt: &Attempt,
         cancel: CancellationToken,
-    ) -> Result<Option<serde_json::Value>, ActionError> {
+    ) -> Result<Done, ActionError> {
+        let result = |r: Option<serde_json::Value>| Done {
+            result: r,
+            output: None,
+        };
         match action {
             ActionSpec::Http {
                 method,
                 url,
                 headers,
                 body,
-            } => http::call(&self.http, method, url, headers, body.as_ref(), attempt).await,
+            } => http::call(&self.http, method, url, headers, body.as_ref(), attempt)
+                .await
+                .map(result),
             ActionSpec::Handler { name, payload } => {
                 let context = HandlerContext {
                     run_id: attempt.run_id,
@@ -78,11 +95,15 @@ impl Actions {
                     payload: attempt.payload.clone().or_else(|| payload.clone()),
                     cancel,
                 };
-                self.handlers.call(name, context).await
+                self.handlers.call(name, context).await.map(result)
             }
-            ActionSpec::Exec { .. } => Err(ActionError::permanent(
-                "exec actions are not available in this build yet",
+            ActionSpec::Exec { .. } if !self.exec_enabled => Err(ActionError::permanent(
+                "exec actions are disabled on this node; enable them with `exec_enabled = true` \
+                 in agentcron.toml or AGENTCRON_EXEC_ENABLED=true",
             )),
+            ActionSpec::Exec { command, env, cwd } => {
+                exec::run(command, env, cwd.as_deref(), attempt).await
+            }
         }
     }
 }

@@ -160,9 +160,9 @@ async fn attempt<S: Store, C: Clock>(
         },
     };
     let outcome = match result {
-        Ok(Ok(result)) => Outcome::Succeeded {
-            result,
-            output: None,
+        Ok(Ok(done)) => Outcome::Succeeded {
+            result: done.result,
+            output: done.output,
         },
         Ok(Err(err)) => failure(
             ctx,

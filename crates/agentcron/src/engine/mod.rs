@@ -45,6 +45,8 @@ pub struct EngineConfig {
     pub max_sleep: Duration,
     /// Due tasks planned per transaction.
     pub plan_batch: u32,
+    /// Whether this node runs `exec` actions (off by default).
+    pub exec_enabled: bool,
 }
 
 impl Default for EngineConfig {
@@ -55,6 +57,7 @@ impl Default for EngineConfig {
             lease: Duration::from_secs(30),
             max_sleep: Duration::from_secs(60),
             plan_batch: 500,
+            exec_enabled: false,
         }
     }
 }
@@ -131,8 +134,8 @@ impl<S: Store, C: Clock> Engine<S, C> {
         let ctx = Arc::new(Ctx {
             store,
             clock,
+            actions: Actions::new(handlers, config.exec_enabled)?,
             config,
-            actions: Actions::new(handlers)?,
             shutdown: CancellationToken::new(),
             draining: CancellationToken::new(),
             plan_wakeup: Notify::new(),

@@ -54,9 +54,13 @@ pub fn config() -> EngineConfig {
 
 impl Harness {
     pub async fn start(start: Timestamp, handlers: Handlers) -> Harness {
+        Self::start_with(start, handlers, config()).await
+    }
+
+    pub async fn start_with(start: Timestamp, handlers: Handlers, config: EngineConfig) -> Harness {
         let (store, dir) = open_store().await;
         let clock = Arc::new(ManualClock::new(start));
-        let engine = Engine::start(store.clone(), clock.clone(), config(), handlers).unwrap();
+        let engine = Engine::start(store.clone(), clock.clone(), config, handlers).unwrap();
         Harness {
             engine: Some(engine),
             store,
