@@ -5,13 +5,18 @@
 //!   the one-line error report.
 //! - `cron_cmd`: `agentcron cron next` and `agentcron cron explain`, the
 //!   cron engine from the shell.
+//! - `serve`: the daemon — opens the database, brings `[[task]]`s up to date,
+//!   runs the engine until SIGTERM/SIGINT, stops gracefully.
+//! - `config`: defaults < `agentcron.toml` < `AGENTCRON_*` < flags.
 //!
-//! The daemon (`serve`), the REST API, dashboard, metrics and MCP arrive with
-//! their issues; see `docs/architecture.md`.
+//! The REST API, dashboard, metrics and MCP arrive with their issues; see
+//! `docs/architecture.md`.
 
 #![forbid(unsafe_code)]
 
+mod config;
 mod cron_cmd;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -27,9 +32,20 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the scheduler (default database: sqlite://agentcron.db).
+    Serve(config::Flags),
     /// Work with cron expressions: next fire times, descriptions.
     #[command(subcommand)]
     Cron(cron_cmd::CronCommand),
+}
+
+fn serve_main(flags: &config::Flags) -> anyhow::Result<()> {
+    let config = config::Config::load(flags, std::env::vars())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(serve::run(config))
 }
 
 /// A failure the user caused (bad expression, zone, timestamp): exit status 2.
@@ -48,6 +64,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Cron(cmd) => cron_cmd::run(cmd, &mut std::io::stdout().lock()),
+        Command::Serve(flags) => serve_main(&flags),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,7 @@
 mod support;
 
 use agentcron::{Handlers, RunStatus};
-use support::http::{Reply, TestServer, ok, status};
+use agentcron_testkit::http::{Reply, TestServer, ok, status};
 use support::*;
 
 fn http_task(url: &str, extra: serde_json::Value) -> serde_json::Value {

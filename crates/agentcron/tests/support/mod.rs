@@ -1,9 +1,7 @@
 //! Shared by the engine-level tests: a harness around a real SQLite file and
-//! a manual clock, reporting handlers, and a small real HTTP server.
+//! a manual clock, and reporting handlers.
 
 #![allow(clippy::unwrap_used, dead_code, unreachable_pub, missing_docs)]
-
-pub mod http;
 
 use std::sync::Arc;
 use std::time::Duration;

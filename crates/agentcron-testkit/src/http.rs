@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
 use tokio::sync::mpsc;
 
 /// One recorded request.

@@ -1,0 +1,152 @@
+//! `agentcron serve`: open the database, bring the declared tasks up to date,
+//! run the engine until SIGTERM/SIGINT, then stop gracefully.
+
+use agentcron::store::{NewTask, SqliteStore, Store, UpdateTask};
+use agentcron::{Engine, EngineConfig, Handlers, SystemClock, TaskId, TaskSpec, TaskState};
+use anyhow::{Context as _, bail};
+use jiff::Timestamp;
+
+use crate::UsageError;
+use crate::config::{Config, LogFormat};
+
+pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
+    init_logging(&config)?;
+    let store = open(&config.database).await?;
+    let changed = sync_tasks(&store, &config.tasks, Timestamp::now()).await?;
+    let node = config.node.clone().unwrap_or_else(default_node);
+    let engine_config = EngineConfig {
+        node: node.clone(),
+        workers: config.workers,
+        lease: config.lease.to_std(),
+        exec_enabled: config.exec_enabled,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::start(store, SystemClock, engine_config, Handlers::new())
+        .context("starting the engine")?;
+    tracing::info!(
+        database = %config.database,
+        node = %node,
+        workers = config.workers,
+        declared_tasks = config.tasks.len(),
+        tasks_changed = changed,
+        "agentcron is running; stop it with SIGTERM or Ctrl-C"
+    );
+    wait_for_stop_signal().await?;
+    tracing::info!(grace = %config.shutdown_grace, "stopping: no new claims; letting running attempts finish");
+    engine.shutdown(config.shutdown_grace.to_std()).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn open(url: &str) -> anyhow::Result<SqliteStore> {
+    if !url.starts_with("sqlite:") {
+        bail!(UsageError(format!(
+            "unsupported database URL `{url}`: this build stores to SQLite (sqlite://path.db); PostgreSQL and MySQL are planned"
+        )));
+    }
+    SqliteStore::open(url)
+        .await
+        .with_context(|| format!("cannot open the database {url}"))
+}
+
+/// Creates declared tasks that do not exist and updates those whose
+/// definition changed (by name). Returns how many it created or updated.
+async fn sync_tasks(
+    store: &SqliteStore,
+    tasks: &[TaskSpec],
+    now: Timestamp,
+) -> anyhow::Result<usize> {
+    let mut changed = 0;
+    for (i, spec) in tasks.iter().enumerate() {
+        let existing = store.get_task_by_name(&spec.name).await?;
+        let id = existing.as_ref().map_or_else(TaskId::new, |t| t.id);
+        let schedule = spec
+            .validate(&id.to_string())
+            .map_err(|e| UsageError(format!("task[{i}] `{}`: {e}", spec.name)))?;
+        match existing {
+            None => {
+                store
+                    .create_task(NewTask {
+                        id,
+                        spec: spec.clone(),
+                        next_fire_at: schedule.next_after(now),
+                        now,
+                    })
+                    .await?;
+                tracing::info!(task = %spec.name, "created declared task");
+                changed += 1;
+            }
+            Some(task) if task.spec != *spec => {
+                // A changed schedule starts over from now; otherwise keep the next fire.
+                let next_fire_at = if task.spec.schedule == spec.schedule {
+                    task.next_fire_at
+                } else {
+                    schedule.next_after(now)
+                };
+                let state = if task.state == TaskState::Completed {
+                    TaskState::Active
+                } else {
+                    task.state
+                };
+                store
+                    .update_task(UpdateTask {
+                        id: task.id,
+                        expected_version: task.version,
+                        spec: spec.clone(),
+                        state,
+                        next_fire_at,
+                        now,
+                    })
+                    .await?;
+                tracing::info!(task = %spec.name, "updated declared task");
+                changed += 1;
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(changed)
+}
+
+fn default_node() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    let suffix = uuid::Uuid::now_v7().simple().to_string();
+    format!("{host}-{}", &suffix[suffix.len() - 6..])
+}
+
+fn init_logging(config: &Config) -> anyhow::Result<()> {
+    let level: tracing::Level = config
+        .log_level
+        .parse()
+        .map_err(|_| UsageError(format!("log_level `{}` is not a level", config.log_level)))?;
+    use std::io::IsTerminal as _;
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let result = match config.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Human => builder.try_init(),
+    };
+    result.map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
+}
+
+async fn wait_for_stop_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+        tokio::select! {
+            _ = term.recv() => {}
+            r = tokio::signal::ctrl_c() => r.context("listening for SIGINT")?,
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .context("listening for Ctrl-C")?;
+    Ok(())
+}
