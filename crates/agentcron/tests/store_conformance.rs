@@ -593,6 +593,82 @@ async fn released_runs_are_ready_again<S: Store>(s: S) {
     );
 }
 
+async fn batches_of_outcomes_apply_per_run<S: Store>(s: S) {
+    for i in 0..3 {
+        new_task(&s, &format!("t{i}"), 2, t0()).await;
+    }
+    s.plan(
+        PlanParams {
+            now: t0(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    let runs: Vec<_> = s
+        .claim_runs(claim(t0(), "n1", 10))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.run)
+        .collect();
+    assert_eq!(runs.len(), 3);
+    let at = |i: usize, fence: i64, outcome| FinishAttempt {
+        id: runs[i].id,
+        fence,
+        now: t0() + 1.second(),
+        outcome,
+    };
+    let applied = s
+        .finish_attempts(vec![
+            at(
+                0,
+                runs[0].fence,
+                Outcome::Succeeded {
+                    result: None,
+                    output: None,
+                },
+            ),
+            at(
+                1,
+                runs[1].fence + 7,
+                Outcome::Failed {
+                    error: "stale".into(),
+                    output: None,
+                },
+            ),
+            at(
+                2,
+                runs[2].fence,
+                Outcome::Retry {
+                    run_at: t0() + 9.seconds(),
+                    error: "later".into(),
+                },
+            ),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![true, false, true]);
+    let status = |i: usize| {
+        let s = &s;
+        let id = runs[i].id;
+        async move { s.get_run(id).await.unwrap().unwrap() }
+    };
+    assert_eq!(status(0).await.status, RunStatus::Succeeded);
+    assert_eq!(
+        status(1).await.status,
+        RunStatus::Running,
+        "a stale fence in a batch changes nothing"
+    );
+    let r2 = status(2).await;
+    assert_eq!(
+        (r2.status, r2.run_at),
+        (RunStatus::Retrying, t0() + 9.seconds())
+    );
+    assert!(s.finish_attempts(Vec::new()).await.unwrap().is_empty());
+}
+
 /// Instantiates every conformance test for one backend; `$open` is an async
 /// expression yielding a fresh, empty store.
 macro_rules! backend {
@@ -610,6 +686,7 @@ macro_rules! backend {
                 reaper_requeues_dead_leases_then_fails_spent_runs,
                 wakeups_see_active_tasks_and_ready_runs,
                 released_runs_are_ready_again,
+                batches_of_outcomes_apply_per_run,
             );
         }
     };

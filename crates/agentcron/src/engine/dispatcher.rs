@@ -258,15 +258,12 @@ pub(crate) fn backoff_delay(
     millis(jittered.max(asked) as u64)
 }
 
+/// Hands the outcome to the completer and waits until it is recorded (or
+/// discarded as stale), so that a worker slot frees only after the ledger
+/// says so.
 async fn record<S: Store, C: Clock>(ctx: &Ctx<S, C>, finish: FinishAttempt) {
-    let id = finish.id;
-    match ctx.store.finish_attempt(finish).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!(run = %id, "outcome discarded: the run was reclaimed (stale fence)")
-        }
-        Err(e) => {
-            tracing::error!(error = %e, run = %id, "could not record the outcome; the lease will expire and the run will be recovered")
-        }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if ctx.completions.send((finish, tx)).is_ok() {
+        let _ = rx.await;
     }
 }

@@ -13,6 +13,7 @@
 //! No loop polls on a fixed short interval: each sleeps until its next known
 //! deadline or until woken, with `max_sleep` as the bound.
 
+mod completer;
 mod dispatcher;
 mod lease_keeper;
 pub mod planner;
@@ -83,6 +84,10 @@ struct Ctx<S, C> {
     executing: Mutex<HashMap<RunId, Executing>>,
     /// Notified (all waiters) whenever an attempt on this node ends.
     attempt_done: Notify,
+    /// Stops the completer (after the last attempt has handed over).
+    completer_stop: CancellationToken,
+    /// Outcomes to record, batched by the completer.
+    completions: tokio::sync::mpsc::UnboundedSender<completer::Pending>,
     tracker: TaskTracker,
 }
 
@@ -102,6 +107,26 @@ impl<S: Store, C: Clock> Ctx<S, C> {
             _ = self.shutdown.cancelled() => false,
             _ = self.clock.sleep_until(at) => true,
             _ = wakeup.notified() => true,
+        }
+    }
+
+    /// Waits until no attempt executes on this node, or until `deadline`.
+    async fn wait_idle(&self, deadline: Option<Timestamp>) {
+        loop {
+            // Register for the next "attempt ended" before looking, so none is missed.
+            let ended = self.attempt_done.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.executing.lock().map_or(0, |m| m.len()) == 0 {
+                return;
+            }
+            match deadline {
+                Some(at) => tokio::select! {
+                    _ = self.clock.sleep_until(at) => return,
+                    _ = ended => {}
+                },
+                None => ended.await,
+            }
         }
     }
 
@@ -131,6 +156,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
         config: EngineConfig,
         handlers: Handlers,
     ) -> Result<Self, ActionError> {
+        let (completions, completed) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Arc::new(Ctx {
             store,
             clock,
@@ -142,12 +168,15 @@ impl<S: Store, C: Clock> Engine<S, C> {
             dispatch_wakeup: Notify::new(),
             executing: Mutex::new(HashMap::new()),
             attempt_done: Notify::new(),
+            completer_stop: CancellationToken::new(),
+            completions,
             tracker: TaskTracker::new(),
         });
         ctx.tracker.spawn(planner::run(ctx.clone()));
         ctx.tracker.spawn(dispatcher::run(ctx.clone()));
         ctx.tracker.spawn(lease_keeper::run(ctx.clone()));
         ctx.tracker.spawn(reaper::run(ctx.clone()));
+        ctx.tracker.spawn(completer::run(ctx.clone(), completed));
         Ok(Engine { ctx })
     }
 
@@ -175,23 +204,12 @@ impl<S: Store, C: Clock> Engine<S, C> {
     pub async fn shutdown(self, grace: Duration) {
         let ctx = self.ctx;
         ctx.draining.cancel();
-        let deadline = ctx.after(grace);
-        loop {
-            // Register for the next "attempt ended" before looking, so none is missed.
-            let ended = ctx.attempt_done.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            if ctx.executing.lock().map_or(0, |m| m.len()) == 0 {
-                break;
-            }
-            tokio::select! {
-                _ = ctx.clock.sleep_until(deadline) => break,
-                _ = ended => {}
-            }
-        }
-        // Cancel what is left: each attempt releases its run for another
-        // node. Attempts are tracked too, so `wait` covers them.
+        ctx.wait_idle(Some(ctx.after(grace))).await;
+        // Cancel what is left: each attempt releases its run for another node.
         ctx.shutdown.cancel();
+        ctx.wait_idle(None).await;
+        // Every outcome has been handed over; let the completer write them and end.
+        ctx.completer_stop.cancel();
         ctx.tracker.close();
         ctx.tracker.wait().await;
     }

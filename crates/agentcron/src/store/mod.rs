@@ -273,6 +273,13 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// [`Store::finish_attempt`] for many attempts in one transaction;
+    /// answers, in order, whether each changed anything.
+    fn finish_attempts(
+        &self,
+        batch: Vec<FinishAttempt>,
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
+
     /// Extends `owner`'s leases on these runs to `until`; returns the runs
     /// whose lease it no longer holds.
     fn extend_leases(

@@ -28,6 +28,35 @@ const RUN_COLUMNS: &str = "id, task_id, scheduled_for, last_scheduled_for, fire_
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// SQLite has one writer. Taking turns here, rather than letting
+    /// `BEGIN IMMEDIATE` collide, keeps writers out of SQLite's busy handler,
+    /// which sleeps in steps of up to 100 ms.
+    writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A write transaction and this process's turn to write.
+struct Write {
+    tx: Transaction<'static, Sqlite>,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl std::ops::Deref for Write {
+    type Target = Transaction<'static, Sqlite>;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for Write {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+impl Write {
+    async fn commit(self) -> Result<(), StoreError> {
+        Ok(self.tx.commit().await?)
+    }
 }
 
 impl SqliteStore {
@@ -45,11 +74,33 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore {
+            pool,
+            writer: std::sync::Arc::new(tokio::sync::Mutex::new(())),
+        })
     }
 
-    async fn write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// How many runs are in each status (for metrics and benchmarks).
+    pub async fn run_status_counts(&self) -> Result<Vec<(RunStatus, i64)>, StoreError> {
+        let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM runs GROUP BY status")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let status: String = row.try_get("status")?;
+                let status = RunStatus::parse(&status)
+                    .ok_or_else(|| corrupt("runs", format!("status `{status}`")))?;
+                Ok((status, row.try_get("n")?))
+            })
+            .collect()
+    }
+
+    async fn write(&self) -> Result<Write, StoreError> {
+        let turn = self.writer.clone().lock_owned().await;
+        Ok(Write {
+            tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            _turn: turn,
+        })
     }
 }
 
@@ -149,46 +200,65 @@ impl SqliteStore {
         row.as_ref().map(task_from_row).transpose()
     }
 
-    async fn apply_plan(
+    /// Records a batch of plans with two statements: every run row from one
+    /// JSON array (`json_each`), every task update from another. One
+    /// statement per row would cost a worker-thread round trip each.
+    async fn apply_plans(
         tx: &mut Transaction<'static, Sqlite>,
-        task: &Task,
-        plan: TaskPlan,
+        plans: &[(&Task, TaskPlan)],
         now: Timestamp,
     ) -> Result<usize, StoreError> {
+        let mut runs = Vec::new();
+        let mut tasks = Vec::with_capacity(plans.len());
+        for (task, plan) in plans {
+            for run in &plan.runs {
+                runs.push(serde_json::json!({
+                    "id": run.id.to_string(),
+                    "task_id": task.id.to_string(),
+                    "scheduled_for": ms(run.scheduled_for),
+                    "last": run.last_scheduled_for.map(ms),
+                    "fire_count": run.fire_count,
+                    "status": run.status.as_str(),
+                    "trigger": run.trigger.as_str(),
+                    "max_attempts": i64::from(task.spec.retry.max_attempts),
+                    "run_at": ms(run.run_at),
+                    "error": run.error,
+                    "payload": run.payload.as_ref().map(|p| p.to_string()),
+                    "finished_at": run.status.is_terminal().then(|| ms(now)),
+                }));
+            }
+            tasks.push(serde_json::json!({
+                "id": task.id.to_string(),
+                "next": plan.next_fire_at.map(ms),
+                "state": plan.state.as_str(),
+            }));
+        }
         let mut inserted = 0;
-        for run in plan.runs {
-            let payload = run.payload.map(|p| p.to_string());
-            let done = run.status.is_terminal().then(|| ms(now));
+        if !runs.is_empty() {
             let res = sqlx::query(
                 "INSERT INTO runs (id, task_id, scheduled_for, last_scheduled_for, fire_count, \
                  status, trigger, max_attempts, run_at, error, payload, finished_at, created_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 SELECT j.value ->> 'id', j.value ->> 'task_id', j.value ->> 'scheduled_for', \
+                 j.value ->> 'last', j.value ->> 'fire_count', j.value ->> 'status', \
+                 j.value ->> 'trigger', j.value ->> 'max_attempts', j.value ->> 'run_at', \
+                 j.value ->> 'error', j.value ->> 'payload', j.value ->> 'finished_at', ? \
+                 FROM json_each(?) AS j WHERE true \
                  ON CONFLICT (task_id, scheduled_for) DO NOTHING",
             )
-            .bind(run.id.to_string())
-            .bind(task.id.to_string())
-            .bind(ms(run.scheduled_for))
-            .bind(run.last_scheduled_for.map(ms))
-            .bind(run.fire_count)
-            .bind(run.status.as_str())
-            .bind(run.trigger.as_str())
-            .bind(i64::from(task.spec.retry.max_attempts))
-            .bind(ms(run.run_at))
-            .bind(run.error)
-            .bind(payload)
-            .bind(done)
             .bind(ms(now))
+            .bind(serde_json::Value::Array(runs).to_string())
             .execute(&mut **tx)
             .await?;
-            inserted += res.rows_affected() as usize;
+            inserted = res.rows_affected() as usize;
         }
-        sqlx::query("UPDATE tasks SET next_fire_at = ?, state = ?, updated_at = ? WHERE id = ?")
-            .bind(plan.next_fire_at.map(ms))
-            .bind(plan.state.as_str())
-            .bind(ms(now))
-            .bind(task.id.to_string())
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query(
+            "UPDATE tasks SET next_fire_at = j.value ->> 'next', state = j.value ->> 'state', \
+             updated_at = ? FROM json_each(?) AS j WHERE tasks.id = j.value ->> 'id'",
+        )
+        .bind(ms(now))
+        .bind(serde_json::Value::Array(tasks).to_string())
+        .execute(&mut **tx)
+        .await?;
         Ok(inserted)
     }
 }
@@ -243,7 +313,7 @@ impl Store for SqliteStore {
         .bind(ms(p.now))
         .bind(p.id.to_string())
         .bind(p.expected_version)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await;
         let res = match res {
             Err(e) if is_unique_violation(&e) => {
@@ -254,7 +324,7 @@ impl Store for SqliteStore {
         let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(p.id.to_string())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?;
         let Some(task) = row.as_ref().map(task_from_row).transpose()? else {
             return Err(StoreError::TaskNotFound(p.id.to_string()));
@@ -283,17 +353,19 @@ impl Store for SqliteStore {
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(ms(p.now))
             .bind(i64::from(p.limit))
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await?;
-        let mut outcome = PlanOutcome::default();
-        for row in &rows {
-            let task = task_from_row(row)?;
-            let plan = planner(&task);
-            outcome.runs_inserted += Self::apply_plan(&mut tx, &task, plan, p.now).await?;
-            outcome.tasks += 1;
-        }
+        let tasks = rows
+            .iter()
+            .map(task_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let plans: Vec<(&Task, TaskPlan)> = tasks.iter().map(|t| (t, planner(t))).collect();
+        let runs_inserted = Self::apply_plans(&mut tx.tx, &plans, p.now).await?;
         tx.commit().await?;
-        Ok(outcome)
+        Ok(PlanOutcome {
+            tasks: tasks.len(),
+            runs_inserted,
+        })
     }
 
     async fn claim_runs(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>, StoreError> {
@@ -313,120 +385,169 @@ impl Store for SqliteStore {
             .bind(now)
             .bind(now)
             .bind(i64::from(p.limit))
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut **tx)
             .await?;
-        let mut claimed = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let run = run_from_row(row)?;
-            sqlx::query(
-                "INSERT INTO attempts (run_id, attempt, fence, node, started_at) VALUES (?, ?, ?, ?, ?)",
-            )
-            .bind(run.id.to_string())
-            .bind(run.attempt)
-            .bind(run.fence)
-            .bind(&p.owner)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?");
-            let task_row = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(run.task_id.to_string())
-                .fetch_one(&mut *tx)
-                .await?;
-            claimed.push(ClaimedRun {
-                task: task_from_row(&task_row)?,
-                run,
-            });
+        if rows.is_empty() {
+            return Ok(Vec::new());
         }
+        let runs = rows
+            .iter()
+            .map(run_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        // The attempts, and the runs' tasks, in one statement each.
+        let attempts: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|r| serde_json::json!({"id": r.id.to_string(), "attempt": r.attempt, "fence": r.fence}))
+            .collect();
+        sqlx::query(
+            "INSERT INTO attempts (run_id, attempt, fence, node, started_at) \
+             SELECT j.value ->> 'id', j.value ->> 'attempt', j.value ->> 'fence', ?, ? \
+             FROM json_each(?) AS j",
+        )
+        .bind(&p.owner)
+        .bind(now)
+        .bind(serde_json::Value::Array(attempts).to_string())
+        .execute(&mut **tx)
+        .await?;
+        let task_ids: std::collections::BTreeSet<String> =
+            runs.iter().map(|r| r.task_id.to_string()).collect();
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE id IN (SELECT value FROM json_each(?))"
+        );
+        let task_rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(serde_json::to_string(&task_ids).map_err(|e| corrupt("tasks", e))?)
+            .fetch_all(&mut **tx)
+            .await?;
         tx.commit().await?;
+        let tasks: std::collections::HashMap<TaskId, Task> = task_rows
+            .iter()
+            .map(|row| task_from_row(row).map(|t| (t.id, t)))
+            .collect::<Result<_, _>>()?;
+        let mut claimed = runs
+            .into_iter()
+            .map(|run| {
+                let task = tasks
+                    .get(&run.task_id)
+                    .cloned()
+                    .ok_or_else(|| corrupt("runs", format!("run {} has no task", run.id)))?;
+                Ok(ClaimedRun { run, task })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         claimed.sort_by_key(|c| c.run.run_at);
         Ok(claimed)
     }
 
     async fn finish_attempt(&self, p: FinishAttempt) -> Result<bool, StoreError> {
-        let now = ms(p.now);
-        let (status, run_at, finished, result, error, output) = match p.outcome {
-            Outcome::Succeeded { result, output } => (
-                RunStatus::Succeeded,
-                None,
-                Some(now),
-                result.map(|r| r.to_string()),
-                None,
-                output,
-            ),
-            Outcome::Failed { error, output } => (
-                RunStatus::Failed,
-                None,
-                Some(now),
-                None,
-                Some(error),
-                output,
-            ),
-            Outcome::TimedOut { error } => (
-                RunStatus::TimedOut,
-                None,
-                Some(now),
-                None,
-                Some(error),
-                None,
-            ),
-            Outcome::Cancelled { reason } => (
-                RunStatus::Cancelled,
-                None,
-                Some(now),
-                None,
-                Some(reason),
-                None,
-            ),
-            Outcome::Skipped { reason } => (
-                RunStatus::Skipped,
-                None,
-                Some(now),
-                None,
-                Some(reason),
-                None,
-            ),
-            Outcome::Retry { run_at, error } => (
-                RunStatus::Retrying,
-                Some(ms(run_at)),
-                None,
-                None,
-                Some(error),
-                None,
-            ),
-        };
-        let mut tx = self.write().await?;
-        let res = sqlx::query(
-            "UPDATE runs SET status = ?, run_at = COALESCE(?, run_at), finished_at = ?, \
-             lease_owner = NULL, lease_expires_at = NULL, result = ?, error = ?, \
-             output = COALESCE(?, output) \
-             WHERE id = ? AND fence = ? AND status = 'running'",
-        )
-        .bind(status.as_str())
-        .bind(run_at)
-        .bind(finished)
-        .bind(result)
-        .bind(&error)
-        .bind(output)
-        .bind(p.id.to_string())
-        .bind(p.fence)
-        .execute(&mut *tx)
-        .await?;
-        if res.rows_affected() == 0 {
-            return Ok(false);
+        Ok(self
+            .finish_attempts(vec![p])
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    async fn finish_attempts(&self, batch: Vec<FinishAttempt>) -> Result<Vec<bool>, StoreError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
         }
-        sqlx::query(
-            "UPDATE attempts SET finished_at = ?, outcome = ?, error = ? WHERE run_id = ? AND fence = ?",
+        let rows: Vec<serde_json::Value> = batch
+            .iter()
+            .map(|p| {
+                let now = ms(p.now);
+                let (status, run_at, finished, result, error, output) = match &p.outcome {
+                    Outcome::Succeeded { result, output } => (
+                        RunStatus::Succeeded,
+                        None,
+                        Some(now),
+                        result.as_ref().map(|r| r.to_string()),
+                        None,
+                        output.clone(),
+                    ),
+                    Outcome::Failed { error, output } => (
+                        RunStatus::Failed,
+                        None,
+                        Some(now),
+                        None,
+                        Some(error.clone()),
+                        output.clone(),
+                    ),
+                    Outcome::TimedOut { error } => (
+                        RunStatus::TimedOut,
+                        None,
+                        Some(now),
+                        None,
+                        Some(error.clone()),
+                        None,
+                    ),
+                    Outcome::Cancelled { reason } => (
+                        RunStatus::Cancelled,
+                        None,
+                        Some(now),
+                        None,
+                        Some(reason.clone()),
+                        None,
+                    ),
+                    Outcome::Skipped { reason } => (
+                        RunStatus::Skipped,
+                        None,
+                        Some(now),
+                        None,
+                        Some(reason.clone()),
+                        None,
+                    ),
+                    Outcome::Retry { run_at, error } => (
+                        RunStatus::Retrying,
+                        Some(ms(*run_at)),
+                        None,
+                        None,
+                        Some(error.clone()),
+                        None,
+                    ),
+                };
+                serde_json::json!({
+                    "id": p.id.to_string(), "fence": p.fence, "now": now,
+                    "status": status.as_str(), "run_at": run_at, "finished_at": finished,
+                    "result": result, "error": error, "output": output,
+                })
+            })
+            .collect();
+        let all = serde_json::Value::Array(rows.clone()).to_string();
+        let mut tx = self.write().await?;
+        let applied: Vec<String> = sqlx::query_scalar(
+            "UPDATE runs SET status = j.value ->> 'status', \
+             run_at = COALESCE(j.value ->> 'run_at', runs.run_at), \
+             finished_at = j.value ->> 'finished_at', lease_owner = NULL, lease_expires_at = NULL, \
+             result = j.value ->> 'result', error = j.value ->> 'error', \
+             output = COALESCE(j.value ->> 'output', runs.output) \
+             FROM json_each(?) AS j \
+             WHERE runs.id = j.value ->> 'id' AND runs.fence = j.value ->> 'fence' \
+             AND runs.status = 'running' \
+             RETURNING runs.id",
         )
-        .bind(now)
-        .bind(status.as_str())
-        .bind(error)
-        .bind(p.id.to_string())
-        .bind(p.fence)
-        .execute(&mut *tx)
+        .bind(&all)
+        .fetch_all(&mut **tx)
         .await?;
+        let applied: std::collections::HashSet<String> = applied.into_iter().collect();
+        if !applied.is_empty() {
+            let done: Vec<&serde_json::Value> = rows
+                .iter()
+                .filter(|r| r["id"].as_str().is_some_and(|id| applied.contains(id)))
+                .collect();
+            sqlx::query(
+                "UPDATE attempts SET finished_at = j.value ->> 'now', outcome = j.value ->> 'status', \
+                 error = j.value ->> 'error' FROM json_each(?) AS j \
+                 WHERE attempts.run_id = j.value ->> 'id' AND attempts.fence = j.value ->> 'fence' \
+                 AND attempts.finished_at IS NULL",
+            )
+            .bind(serde_json::to_string(&done).map_err(|e| corrupt("runs", e))?)
+            .execute(&mut **tx)
+            .await?;
+        }
         tx.commit().await?;
-        Ok(true)
+        Ok(batch
+            .iter()
+            .map(|p| applied.contains(&p.id.to_string()))
+            .collect())
     }
 
     async fn release_run(&self, id: RunId, fence: i64, now: Timestamp) -> Result<bool, StoreError> {
@@ -439,7 +560,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .bind(id.to_string())
         .bind(fence)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         if res.rows_affected() == 0 {
             return Ok(false);
@@ -451,7 +572,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .bind(id.to_string())
         .bind(fence)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         tx.commit().await?;
         Ok(true)
@@ -474,7 +595,7 @@ impl Store for SqliteStore {
             .bind(id.to_string())
             .bind(fence)
             .bind(owner)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
             if res.rows_affected() == 0 {
                 lost.push(*id);
@@ -493,7 +614,7 @@ impl Store for SqliteStore {
         )
         .bind(now)
         .bind(i64::from(p.limit))
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut **tx)
         .await?;
         let mut reaped = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -509,7 +630,7 @@ impl Store for SqliteStore {
             .bind(lost)
             .bind(&id)
             .bind(fence)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
             let sql = if spent {
                 "UPDATE runs SET status = 'failed', finished_at = ?, error = ?, \
@@ -523,7 +644,7 @@ impl Store for SqliteStore {
                 .bind(lost)
                 .bind(&id)
                 .bind(fence)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await?;
             reaped.push(id.parse().map_err(|e| corrupt("runs", e))?);
         }
