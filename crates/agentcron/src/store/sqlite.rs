@@ -104,6 +104,19 @@ impl SqliteStore {
     }
 }
 
+/// `(?, ?, ?), (?, ?, ?)` for `rows` rows of `cols` placeholders. Only
+/// placeholders go into the SQL text; values are bound.
+fn placeholders(rows: usize, cols: usize) -> String {
+    let row = format!("({})", vec!["?"; cols].join(", "));
+    vec![row; rows].join(", ")
+}
+
+/// Rows per multi-row statement for `cols` columns: SQLite binds at most
+/// 32,766 parameters in one statement.
+fn chunk_rows(cols: usize) -> usize {
+    32_000 / cols
+}
+
 fn ms(t: Timestamp) -> i64 {
     t.as_millisecond()
 }
@@ -177,6 +190,66 @@ fn run_from_row(row: &SqliteRow) -> Result<Run, StoreError> {
     })
 }
 
+/// One attempt outcome as the columns it writes.
+struct OutcomeRow {
+    id: String,
+    fence: i64,
+    now: i64,
+    status: RunStatus,
+    run_at: Option<i64>,
+    finished_at: Option<i64>,
+    result: Option<String>,
+    error: Option<String>,
+    output: Option<String>,
+}
+
+impl OutcomeRow {
+    fn new(p: &FinishAttempt) -> Self {
+        let now = ms(p.now);
+        let mut row = OutcomeRow {
+            id: p.id.to_string(),
+            fence: p.fence,
+            now,
+            status: RunStatus::Succeeded,
+            run_at: None,
+            finished_at: Some(now),
+            result: None,
+            error: None,
+            output: None,
+        };
+        match &p.outcome {
+            Outcome::Succeeded { result, output } => {
+                row.result = result.as_ref().map(|r| r.to_string());
+                row.output = output.clone();
+            }
+            Outcome::Failed { error, output } => {
+                row.status = RunStatus::Failed;
+                row.error = Some(error.clone());
+                row.output = output.clone();
+            }
+            Outcome::TimedOut { error } => {
+                row.status = RunStatus::TimedOut;
+                row.error = Some(error.clone());
+            }
+            Outcome::Cancelled { reason } => {
+                row.status = RunStatus::Cancelled;
+                row.error = Some(reason.clone());
+            }
+            Outcome::Skipped { reason } => {
+                row.status = RunStatus::Skipped;
+                row.error = Some(reason.clone());
+            }
+            Outcome::Retry { run_at, error } => {
+                row.status = RunStatus::Retrying;
+                row.run_at = Some(ms(*run_at));
+                row.finished_at = None;
+                row.error = Some(error.clone());
+            }
+        }
+        row
+    }
+}
+
 fn spec_json(spec: &TaskSpec) -> Result<String, StoreError> {
     serde_json::to_string(spec).map_err(|e| corrupt("tasks", e))
 }
@@ -200,65 +273,63 @@ impl SqliteStore {
         row.as_ref().map(task_from_row).transpose()
     }
 
-    /// Records a batch of plans with two statements: every run row from one
-    /// JSON array (`json_each`), every task update from another. One
-    /// statement per row would cost a worker-thread round trip each.
+    /// Records a batch of plans: the run rows and the task updates as
+    /// multi-row statements (one statement per row would cost a worker-thread
+    /// round trip each).
     async fn apply_plans(
         tx: &mut Transaction<'static, Sqlite>,
         plans: &[(&Task, TaskPlan)],
         now: Timestamp,
     ) -> Result<usize, StoreError> {
-        let mut runs = Vec::new();
-        let mut tasks = Vec::with_capacity(plans.len());
-        for (task, plan) in plans {
-            for run in &plan.runs {
-                runs.push(serde_json::json!({
-                    "id": run.id.to_string(),
-                    "task_id": task.id.to_string(),
-                    "scheduled_for": ms(run.scheduled_for),
-                    "last": run.last_scheduled_for.map(ms),
-                    "fire_count": run.fire_count,
-                    "status": run.status.as_str(),
-                    "trigger": run.trigger.as_str(),
-                    "max_attempts": i64::from(task.spec.retry.max_attempts),
-                    "run_at": ms(run.run_at),
-                    "error": run.error,
-                    "payload": run.payload.as_ref().map(|p| p.to_string()),
-                    "finished_at": run.status.is_terminal().then(|| ms(now)),
-                }));
-            }
-            tasks.push(serde_json::json!({
-                "id": task.id.to_string(),
-                "next": plan.next_fire_at.map(ms),
-                "state": plan.state.as_str(),
-            }));
-        }
+        let runs: Vec<(&Task, &super::NewRun)> = plans
+            .iter()
+            .flat_map(|(task, plan)| plan.runs.iter().map(move |r| (*task, r)))
+            .collect();
         let mut inserted = 0;
-        if !runs.is_empty() {
-            let res = sqlx::query(
+        const RUN_COLS: usize = 13;
+        for chunk in runs.chunks(chunk_rows(RUN_COLS)) {
+            let sql = format!(
                 "INSERT INTO runs (id, task_id, scheduled_for, last_scheduled_for, fire_count, \
                  status, trigger, max_attempts, run_at, error, payload, finished_at, created_at) \
-                 SELECT j.value ->> 'id', j.value ->> 'task_id', j.value ->> 'scheduled_for', \
-                 j.value ->> 'last', j.value ->> 'fire_count', j.value ->> 'status', \
-                 j.value ->> 'trigger', j.value ->> 'max_attempts', j.value ->> 'run_at', \
-                 j.value ->> 'error', j.value ->> 'payload', j.value ->> 'finished_at', ? \
-                 FROM json_each(?) AS j WHERE true \
-                 ON CONFLICT (task_id, scheduled_for) DO NOTHING",
-            )
-            .bind(ms(now))
-            .bind(serde_json::Value::Array(runs).to_string())
-            .execute(&mut **tx)
-            .await?;
-            inserted = res.rows_affected() as usize;
+                 VALUES {} ON CONFLICT (task_id, scheduled_for) DO NOTHING",
+                placeholders(chunk.len(), RUN_COLS)
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (task, run) in chunk {
+                q = q
+                    .bind(run.id.to_string())
+                    .bind(task.id.to_string())
+                    .bind(ms(run.scheduled_for))
+                    .bind(run.last_scheduled_for.map(ms))
+                    .bind(run.fire_count)
+                    .bind(run.status.as_str())
+                    .bind(run.trigger.as_str())
+                    .bind(i64::from(task.spec.retry.max_attempts))
+                    .bind(ms(run.run_at))
+                    .bind(run.error.clone())
+                    .bind(run.payload.as_ref().map(|p| p.to_string()))
+                    .bind(run.status.is_terminal().then(|| ms(now)))
+                    .bind(ms(now));
+            }
+            inserted += q.execute(&mut **tx).await?.rows_affected() as usize;
         }
-        sqlx::query(
-            "UPDATE tasks SET next_fire_at = j.value ->> 'next', state = j.value ->> 'state', \
-             updated_at = ? FROM json_each(?) AS j WHERE tasks.id = j.value ->> 'id'",
-        )
-        .bind(ms(now))
-        .bind(serde_json::Value::Array(tasks).to_string())
-        .execute(&mut **tx)
-        .await?;
+        const TASK_COLS: usize = 3;
+        for chunk in plans.chunks(chunk_rows(TASK_COLS)) {
+            let sql = format!(
+                "WITH v (id, next_fire_at, state) AS (VALUES {}) \
+                 UPDATE tasks SET next_fire_at = v.next_fire_at, state = v.state, updated_at = ? \
+                 FROM v WHERE tasks.id = v.id",
+                placeholders(chunk.len(), TASK_COLS)
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (task, plan) in chunk {
+                q = q
+                    .bind(task.id.to_string())
+                    .bind(plan.next_fire_at.map(ms))
+                    .bind(plan.state.as_str());
+            }
+            q.bind(ms(now)).execute(&mut **tx).await?;
+        }
         Ok(inserted)
     }
 }
@@ -394,21 +465,23 @@ impl Store for SqliteStore {
             .iter()
             .map(run_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        // The attempts, and the runs' tasks, in one statement each.
-        let attempts: Vec<serde_json::Value> = runs
-            .iter()
-            .map(|r| serde_json::json!({"id": r.id.to_string(), "attempt": r.attempt, "fence": r.fence}))
-            .collect();
-        sqlx::query(
-            "INSERT INTO attempts (run_id, attempt, fence, node, started_at) \
-             SELECT j.value ->> 'id', j.value ->> 'attempt', j.value ->> 'fence', ?, ? \
-             FROM json_each(?) AS j",
-        )
-        .bind(&p.owner)
-        .bind(now)
-        .bind(serde_json::Value::Array(attempts).to_string())
-        .execute(&mut **tx)
-        .await?;
+        // The attempts as multi-row inserts; the runs' tasks in one query.
+        for chunk in runs.chunks(chunk_rows(5)) {
+            let sql = format!(
+                "INSERT INTO attempts (run_id, attempt, fence, node, started_at) VALUES {}",
+                placeholders(chunk.len(), 5)
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for r in chunk {
+                q = q
+                    .bind(r.id.to_string())
+                    .bind(r.attempt)
+                    .bind(r.fence)
+                    .bind(&p.owner)
+                    .bind(now);
+            }
+            q.execute(&mut **tx).await?;
+        }
         let task_ids: std::collections::BTreeSet<String> =
             runs.iter().map(|r| r.task_id.to_string()).collect();
         let sql = format!(
@@ -450,98 +523,53 @@ impl Store for SqliteStore {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<serde_json::Value> = batch
-            .iter()
-            .map(|p| {
-                let now = ms(p.now);
-                let (status, run_at, finished, result, error, output) = match &p.outcome {
-                    Outcome::Succeeded { result, output } => (
-                        RunStatus::Succeeded,
-                        None,
-                        Some(now),
-                        result.as_ref().map(|r| r.to_string()),
-                        None,
-                        output.clone(),
-                    ),
-                    Outcome::Failed { error, output } => (
-                        RunStatus::Failed,
-                        None,
-                        Some(now),
-                        None,
-                        Some(error.clone()),
-                        output.clone(),
-                    ),
-                    Outcome::TimedOut { error } => (
-                        RunStatus::TimedOut,
-                        None,
-                        Some(now),
-                        None,
-                        Some(error.clone()),
-                        None,
-                    ),
-                    Outcome::Cancelled { reason } => (
-                        RunStatus::Cancelled,
-                        None,
-                        Some(now),
-                        None,
-                        Some(reason.clone()),
-                        None,
-                    ),
-                    Outcome::Skipped { reason } => (
-                        RunStatus::Skipped,
-                        None,
-                        Some(now),
-                        None,
-                        Some(reason.clone()),
-                        None,
-                    ),
-                    Outcome::Retry { run_at, error } => (
-                        RunStatus::Retrying,
-                        Some(ms(*run_at)),
-                        None,
-                        None,
-                        Some(error.clone()),
-                        None,
-                    ),
-                };
-                serde_json::json!({
-                    "id": p.id.to_string(), "fence": p.fence, "now": now,
-                    "status": status.as_str(), "run_at": run_at, "finished_at": finished,
-                    "result": result, "error": error, "output": output,
-                })
-            })
-            .collect();
-        let all = serde_json::Value::Array(rows.clone()).to_string();
+        let rows: Vec<OutcomeRow> = batch.iter().map(OutcomeRow::new).collect();
         let mut tx = self.write().await?;
-        let applied: Vec<String> = sqlx::query_scalar(
-            "UPDATE runs SET status = j.value ->> 'status', \
-             run_at = COALESCE(j.value ->> 'run_at', runs.run_at), \
-             finished_at = j.value ->> 'finished_at', lease_owner = NULL, lease_expires_at = NULL, \
-             result = j.value ->> 'result', error = j.value ->> 'error', \
-             output = COALESCE(j.value ->> 'output', runs.output) \
-             FROM json_each(?) AS j \
-             WHERE runs.id = j.value ->> 'id' AND runs.fence = j.value ->> 'fence' \
-             AND runs.status = 'running' \
-             RETURNING runs.id",
-        )
-        .bind(&all)
-        .fetch_all(&mut **tx)
-        .await?;
-        let applied: std::collections::HashSet<String> = applied.into_iter().collect();
-        if !applied.is_empty() {
-            let done: Vec<&serde_json::Value> = rows
-                .iter()
-                .filter(|r| r["id"].as_str().is_some_and(|id| applied.contains(id)))
-                .collect();
-            sqlx::query(
-                "UPDATE attempts SET finished_at = j.value ->> 'now', outcome = j.value ->> 'status', \
-                 error = j.value ->> 'error' FROM json_each(?) AS j \
-                 WHERE attempts.run_id = j.value ->> 'id' AND attempts.fence = j.value ->> 'fence' \
-                 AND attempts.finished_at IS NULL",
-            )
-            .bind(serde_json::to_string(&done).map_err(|e| corrupt("runs", e))?)
-            .execute(&mut **tx)
-            .await?;
+        let mut applied = std::collections::HashSet::new();
+        const COLS: usize = 8;
+        for chunk in rows.chunks(chunk_rows(COLS)) {
+            let sql = format!(
+                "WITH v (id, fence, status, run_at, finished_at, result, error, output) AS (VALUES {}) \
+                 UPDATE runs SET status = v.status, run_at = COALESCE(v.run_at, runs.run_at), \
+                 finished_at = v.finished_at, lease_owner = NULL, lease_expires_at = NULL, \
+                 result = v.result, error = v.error, output = COALESCE(v.output, runs.output) \
+                 FROM v WHERE runs.id = v.id AND runs.fence = v.fence AND runs.status = 'running' \
+                 RETURNING runs.id",
+                placeholders(chunk.len(), COLS)
+            );
+            let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            for r in chunk {
+                q = q
+                    .bind(&r.id)
+                    .bind(r.fence)
+                    .bind(r.status.as_str())
+                    .bind(r.run_at)
+                    .bind(r.finished_at)
+                    .bind(&r.result)
+                    .bind(&r.error)
+                    .bind(&r.output);
+            }
+            applied.extend(q.fetch_all(&mut **tx).await?);
+        }
+        let done: Vec<&OutcomeRow> = rows.iter().filter(|r| applied.contains(&r.id)).collect();
+        const ATTEMPT_COLS: usize = 5;
+        for chunk in done.chunks(chunk_rows(ATTEMPT_COLS)) {
+            let sql = format!(
+                "WITH v (id, fence, finished_at, outcome, error) AS (VALUES {}) \
+                 UPDATE attempts SET finished_at = v.finished_at, outcome = v.outcome, \
+                 error = v.error FROM v WHERE attempts.run_id = v.id AND attempts.fence = v.fence",
+                placeholders(chunk.len(), ATTEMPT_COLS)
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for r in chunk {
+                q = q
+                    .bind(&r.id)
+                    .bind(r.fence)
+                    .bind(r.now)
+                    .bind(r.status.as_str())
+                    .bind(&r.error);
+            }
+            q.execute(&mut **tx).await?;
         }
         tx.commit().await?;
         Ok(batch
