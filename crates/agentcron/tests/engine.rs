@@ -242,6 +242,7 @@ async fn a_run_whose_node_died_is_recovered_with_the_same_id_and_a_higher_fence(
         .plan(
             PlanParams {
                 now: start,
+                horizon: start,
                 limit: 10,
             },
             &queue,
@@ -251,6 +252,7 @@ async fn a_run_whose_node_died_is_recovered_with_the_same_id_and_a_higher_fence(
     let dead = store
         .claim_runs(ClaimParams {
             now: start,
+            ready_by: start,
             owner: "dead-node".into(),
             lease: Duration::from_secs(30),
             limit: 10,

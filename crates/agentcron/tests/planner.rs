@@ -41,7 +41,12 @@ fn an_on_time_fire_is_queued_and_the_schedule_moves_on() {
         serde_json::json!({}),
         "2026-11-30T09:00:00Z",
     );
-    let plan = plan_task(&t, &s, ts("2026-11-30T09:00:00.2Z"));
+    let plan = plan_task(
+        &t,
+        &s,
+        ts("2026-11-30T09:00:00.2Z"),
+        ts("2026-11-30T09:00:00.2Z"),
+    );
     assert_eq!(plan.runs.len(), 1);
     let r = &plan.runs[0];
     assert_eq!(
@@ -68,7 +73,12 @@ fn fires_within_grace_all_run_even_after_a_short_gap() {
         serde_json::json!({"grace": "10m"}),
         "2026-11-30T09:00:00Z",
     );
-    let plan = plan_task(&t, &s, ts("2026-11-30T09:03:30Z"));
+    let plan = plan_task(
+        &t,
+        &s,
+        ts("2026-11-30T09:03:30Z"),
+        ts("2026-11-30T09:03:30Z"),
+    );
     let fires: Vec<_> = plan
         .runs
         .iter()
@@ -93,7 +103,12 @@ fn downtime_with_policy_skip_records_one_missed_stretch() {
         serde_json::json!({"policy": "skip", "grace": "1m"}),
         "2026-11-30T01:00:00Z",
     );
-    let plan = plan_task(&t, &s, ts("2026-11-30T09:30:00Z"));
+    let plan = plan_task(
+        &t,
+        &s,
+        ts("2026-11-30T09:30:00Z"),
+        ts("2026-11-30T09:30:00Z"),
+    );
     assert_eq!(plan.runs.len(), 1);
     let m = &plan.runs[0];
     assert_eq!(m.status, RunStatus::Missed);
@@ -119,7 +134,12 @@ fn downtime_with_policy_once_catches_up_the_latest_fire() {
         serde_json::json!({"policy": "once", "grace": "1m"}),
         "2026-11-30T01:00:00Z",
     );
-    let plan = plan_task(&t, &s, ts("2026-11-30T09:30:00Z"));
+    let plan = plan_task(
+        &t,
+        &s,
+        ts("2026-11-30T09:30:00Z"),
+        ts("2026-11-30T09:30:00Z"),
+    );
     let rows: Vec<_> = plan
         .runs
         .iter()
@@ -151,7 +171,12 @@ fn policy_once_runs_no_catch_up_when_a_fire_is_on_time() {
         serde_json::json!({"policy": "once", "grace": "1m"}),
         "2026-11-30T08:00:00Z",
     );
-    let plan = plan_task(&t, &s, ts("2026-11-30T09:00:30Z"));
+    let plan = plan_task(
+        &t,
+        &s,
+        ts("2026-11-30T09:00:30Z"),
+        ts("2026-11-30T09:00:30Z"),
+    );
     let rows: Vec<_> = plan
         .runs
         .iter()
@@ -181,7 +206,12 @@ fn downtime_with_policy_all_catches_up_to_max_catchup() {
         serde_json::json!({"policy": "all", "grace": "1m", "max_catchup": 3}),
         "2026-11-30T01:00:00Z",
     );
-    let plan = plan_task(&t, &s, ts("2026-11-30T09:30:00Z"));
+    let plan = plan_task(
+        &t,
+        &s,
+        ts("2026-11-30T09:30:00Z"),
+        ts("2026-11-30T09:30:00Z"),
+    );
     let rows: Vec<_> = plan
         .runs
         .iter()
@@ -226,7 +256,7 @@ fn a_week_down_under_an_every_second_task_is_one_row() {
         "2026-11-23T00:00:00Z",
     );
     let now = ts("2026-11-30T00:00:00Z");
-    let plan = plan_task(&t, &s, now);
+    let plan = plan_task(&t, &s, now, now);
     let missed = &plan.runs[0];
     assert_eq!(missed.status, RunStatus::Missed);
     assert_eq!(
@@ -248,10 +278,41 @@ fn a_once_task_completes_after_its_fire() {
         serde_json::json!({}),
         "2026-12-01T01:00:00Z",
     );
-    let plan = plan_task(&t, &s, ts("2026-12-01T01:00:00Z"));
+    let plan = plan_task(
+        &t,
+        &s,
+        ts("2026-12-01T01:00:00Z"),
+        ts("2026-12-01T01:00:00Z"),
+    );
     assert_eq!(plan.runs.len(), 1);
     assert_eq!(
         (plan.next_fire_at, plan.state),
         (None, TaskState::Completed)
     );
+}
+
+#[test]
+fn fires_within_the_look_ahead_are_queued_for_their_own_time() {
+    let (t, s) = task(
+        serde_json::json!({"cron": "* * * * * *"}),
+        serde_json::json!({}),
+        "2026-11-30T09:00:00Z",
+    );
+    let now = ts("2026-11-30T08:59:59.2Z");
+    let plan = plan_task(&t, &s, now, now + jiff::SignedDuration::from_secs(1));
+    let rows: Vec<_> = plan
+        .runs
+        .iter()
+        .map(|r| (r.status, r.scheduled_for, r.run_at))
+        .collect();
+    assert_eq!(
+        rows,
+        [(
+            RunStatus::Queued,
+            ts("2026-11-30T09:00:00Z"),
+            ts("2026-11-30T09:00:00Z")
+        )],
+        "run_at is the fire time, not now"
+    );
+    assert_eq!(plan.next_fire_at, Some(ts("2026-11-30T09:00:01Z")));
 }

@@ -63,6 +63,7 @@ fn queue_due(task: &Task) -> TaskPlan {
 fn claim(now: Timestamp, owner: &str, limit: u32) -> ClaimParams {
     ClaimParams {
         now,
+        ready_by: now,
         owner: owner.into(),
         lease: Duration::from_secs(30),
         limit,
@@ -136,6 +137,7 @@ async fn plan_records_each_fire_once<S: Store>(s: S) {
         .plan(
             PlanParams {
                 now: t0(),
+                horizon: t0(),
                 limit: 100,
             },
             &queue_due,
@@ -158,6 +160,7 @@ async fn plan_records_each_fire_once<S: Store>(s: S) {
         .plan(
             PlanParams {
                 now: t0(),
+                horizon: t0(),
                 limit: 100,
             },
             &queue_due,
@@ -175,6 +178,7 @@ async fn plan_records_each_fire_once<S: Store>(s: S) {
         .plan(
             PlanParams {
                 now: t0() + 5.minutes(),
+                horizon: t0() + 5.minutes(),
                 limit: 100,
             },
             &replay,
@@ -204,6 +208,7 @@ async fn plan_respects_limit_and_order<S: Store>(s: S) {
         .plan(
             PlanParams {
                 now: t0(),
+                horizon: t0(),
                 limit: 3,
             },
             &queue_due,
@@ -242,6 +247,7 @@ async fn missed_rows_are_recorded_terminal<S: Store>(s: S) {
     s.plan(
         PlanParams {
             now: t0(),
+            horizon: t0(),
             limit: 10,
         },
         &missed,
@@ -267,6 +273,7 @@ async fn claims_bump_fence_and_never_overlap<S: Store>(s: S) {
     s.plan(
         PlanParams {
             now: t0(),
+            horizon: t0(),
             limit: 10,
         },
         &queue_due,
@@ -304,6 +311,7 @@ async fn finishing_needs_the_current_fence<S: Store>(s: S) {
     s.plan(
         PlanParams {
             now: t0(),
+            horizon: t0(),
             limit: 10,
         },
         &queue_due,
@@ -378,6 +386,7 @@ async fn leases_extend_only_for_their_owner<S: Store>(s: S) {
     s.plan(
         PlanParams {
             now: t0(),
+            horizon: t0(),
             limit: 10,
         },
         &queue_due,
@@ -426,6 +435,7 @@ async fn reaper_requeues_dead_leases_then_fails_spent_runs<S: Store>(s: S) {
     s.plan(
         PlanParams {
             now: t0(),
+            horizon: t0(),
             limit: 10,
         },
         &queue_due,
@@ -501,6 +511,7 @@ async fn wakeups_see_active_tasks_and_ready_runs<S: Store>(s: S) {
     s.plan(
         PlanParams {
             now: t0() + 1.hour(),
+            horizon: t0() + 1.hour(),
             limit: 10,
         },
         &early,
@@ -538,6 +549,7 @@ async fn released_runs_are_ready_again<S: Store>(s: S) {
     s.plan(
         PlanParams {
             now: t0(),
+            horizon: t0(),
             limit: 10,
         },
         &queue_due,
@@ -600,6 +612,7 @@ async fn batches_of_outcomes_apply_per_run<S: Store>(s: S) {
     s.plan(
         PlanParams {
             now: t0(),
+            horizon: t0(),
             limit: 10,
         },
         &queue_due,

@@ -1,11 +1,11 @@
 //! Engine benchmark on a real SQLite file with a no-op handler.
 //!
-//! `cargo run --release -p agentcron --bin engine-bench [-- burst|sustained]`
+//! `cargo run --release -p agentcron --bin engine-bench [-- burst|sustained [TASKS]]`
 //!
 //! - burst: 5,000 `once` tasks due at the same instant. Prints the time until
 //!   all have started, start lateness (start minus scheduled time) p50/p99/max,
 //!   and the time until every run is durably recorded as succeeded.
-//! - sustained: 12,000 tasks firing every second for 10 s. Prints the runs
+//! - sustained: 12,000 (or TASKS) tasks firing every second for 10 s. Prints the runs
 //!   recorded as succeeded per second and their lateness.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,7 +92,7 @@ fn config() -> EngineConfig {
 async fn burst() -> Result<(), Box<dyn std::error::Error>> {
     const N: usize = 5000;
     let dir = tempfile_dir()?;
-    let store = SqliteStore::open(&format!("sqlite://{}/bench.db", dir.display())).await?;
+    let store = SqliteStore::open(&format!("sqlite://{}/burst.db", dir.display())).await?;
     let fire = Timestamp::now() + SignedDuration::from_secs(3);
     create(
         &store,
@@ -151,13 +151,13 @@ async fn burst() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-async fn sustained() -> Result<(), Box<dyn std::error::Error>> {
-    const N: usize = 12_000;
+async fn sustained(n: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let n_tasks = n;
     const SECS: i64 = 10;
     let dir = tempfile_dir()?;
-    let store = SqliteStore::open(&format!("sqlite://{}/bench.db", dir.display())).await?;
+    let store = SqliteStore::open(&format!("sqlite://{}/sustained.db", dir.display())).await?;
     let start = Timestamp::now().round(jiff::Unit::Second)? + SignedDuration::from_secs(5);
-    create(&store, N, serde_json::json!({"every": "1s"}), start).await?;
+    create(&store, n_tasks, serde_json::json!({"every": "1s"}), start).await?;
     let lateness: Lateness = Arc::new(Mutex::new(Vec::new()));
     let started = Arc::new(AtomicUsize::new(0));
     let engine = Engine::start(
@@ -177,7 +177,7 @@ async fn sustained() -> Result<(), Box<dyn std::error::Error>> {
     engine.shutdown(Duration::from_secs(5)).await;
     let mut l = lateness.lock().map_err(|_| "poisoned")?.clone();
     l.sort_unstable();
-    println!("sustained: {N} tasks every second for {SECS} s");
+    println!("sustained: {n_tasks} tasks every second for {SECS} s");
     println!(
         "  recorded succeeded runs  {:8.0} runs/s",
         (after - before) as f64 / elapsed
@@ -208,7 +208,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         burst().await?;
     }
     if which == "sustained" || which == "all" {
-        sustained().await?;
+        let n = std::env::args()
+            .nth(2)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(12_000);
+        sustained(n).await?;
     }
     let _ = std::fs::remove_dir_all(tempfile_dir()?);
     Ok(())

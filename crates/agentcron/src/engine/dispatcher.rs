@@ -27,8 +27,10 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
             .saturating_sub(ctx.executing.lock().map_or(0, |m| m.len()));
         let mut next = None;
         if free > 0 {
+            let now = ctx.clock.now();
             let params = ClaimParams {
-                now: ctx.clock.now(),
+                now,
+                ready_by: now + super::signed(ctx.config.claim_ahead),
                 owner: ctx.config.node.clone(),
                 lease: ctx.config.lease,
                 limit: u32::try_from(free).unwrap_or(u32::MAX),
@@ -60,7 +62,11 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
                 }
             };
         }
-        if !ctx.sleep(next, &ctx.dispatch_wakeup).await {
+        let ahead = super::signed(ctx.config.claim_ahead);
+        if !ctx
+            .sleep(next.map(|n| n - ahead), &ctx.dispatch_wakeup)
+            .await
+        {
             return;
         }
     }
@@ -103,6 +109,19 @@ async fn attempt<S: Store, C: Clock>(
     cancel: tokio_util::sync::CancellationToken,
 ) {
     let ClaimedRun { run, task } = claimed;
+    // Claimed ahead of time: start at `run_at`, not before.
+    let start = run.started_at.unwrap_or(run.run_at);
+    if start > ctx.clock.now() {
+        tokio::select! {
+            _ = cancel.cancelled() => {
+                if let Err(e) = ctx.store.release_run(run.id, run.fence, ctx.clock.now()).await {
+                    tracing::warn!(error = %e, run = %run.id, "could not release the run; its lease will expire");
+                }
+                return;
+            }
+            _ = ctx.clock.sleep_until(start) => {}
+        }
+    }
     let finish = |outcome| FinishAttempt {
         id: run.id,
         fence: run.fence,

@@ -48,6 +48,12 @@ pub struct EngineConfig {
     pub plan_batch: u32,
     /// Whether this node runs `exec` actions (off by default).
     pub exec_enabled: bool,
+    /// How early the planner records upcoming fires.
+    pub plan_ahead: Duration,
+    /// How early the dispatcher claims a run; the attempt then waits for
+    /// its `run_at`, so that it starts on time rather than a database round
+    /// trip late.
+    pub claim_ahead: Duration,
 }
 
 impl Default for EngineConfig {
@@ -59,8 +65,15 @@ impl Default for EngineConfig {
             max_sleep: Duration::from_secs(60),
             plan_batch: 500,
             exec_enabled: false,
+            plan_ahead: Duration::from_secs(1),
+            claim_ahead: Duration::from_millis(500),
         }
     }
+}
+
+/// A std duration as a signed one, saturating.
+fn signed(d: Duration) -> SignedDuration {
+    SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
 }
 
 /// An attempt executing on this node.

@@ -15,9 +15,15 @@ use crate::store::{NewRun, TaskPlan};
 /// further behind than that continues from there in the next plan.
 const MAX_FIRES_PER_PLAN: usize = 1_000_000;
 
-/// What to do with a due task at `now`: which fires run, which are recorded
-/// as missed (late beyond `misfire.grace`), and the next fire after `now`.
-pub fn plan_task(task: &Task, schedule: &CompiledSchedule, now: Timestamp) -> TaskPlan {
+/// What to do with a due task at `now`: which fires up to `horizon` run
+/// (each at its own time), which are recorded as missed (later than
+/// `misfire.grace` behind `now`), and the next fire after `horizon`.
+pub fn plan_task(
+    task: &Task,
+    schedule: &CompiledSchedule,
+    now: Timestamp,
+    horizon: Timestamp,
+) -> TaskPlan {
     let Some(first) = task.next_fire_at else {
         return TaskPlan {
             runs: Vec::new(),
@@ -25,11 +31,12 @@ pub fn plan_task(task: &Task, schedule: &CompiledSchedule, now: Timestamp) -> Ta
             state: task.state,
         };
     };
-    // Every nominal fire from `first` up to `now`.
+    // Every nominal fire from `first` up to `horizon`.
+    let horizon = horizon.max(now);
     let mut fires = Vec::new();
     let mut next = Some(first);
     while let Some(f) = next {
-        if f > now || fires.len() >= MAX_FIRES_PER_PLAN {
+        if f > horizon || fires.len() >= MAX_FIRES_PER_PLAN {
             break;
         }
         fires.push(f);
@@ -89,7 +96,7 @@ pub fn plan_task(task: &Task, schedule: &CompiledSchedule, now: Timestamp) -> Ta
     runs.extend(caught.iter().map(|&f| queued(f, Trigger::Catchup)));
     runs.extend(on_time.iter().map(|&f| queued(f, Trigger::Schedule)));
 
-    // After `now`, or where enumeration stopped for a task very far behind.
+    // After `horizon`, or where enumeration stopped for a task very far behind.
     let next_fire_at = next;
     let state = if next_fire_at.is_none() {
         TaskState::Completed
@@ -122,13 +129,16 @@ pub(super) async fn run<S: crate::store::Store, C: crate::clock::Clock>(
                 continue;
             }
         };
-        if next.is_none_or(|n| n > ctx.clock.now()) {
-            if !ctx.sleep(next, &ctx.plan_wakeup).await {
+        // Plan `plan_ahead` early, so that at the fire time only the start is left.
+        let ahead = super::signed(ctx.config.plan_ahead);
+        if next.is_none_or(|n| n - ahead > ctx.clock.now()) {
+            if !ctx.sleep(next.map(|n| n - ahead), &ctx.plan_wakeup).await {
                 return;
             }
             continue;
         }
         let now = ctx.clock.now();
+        let horizon = now + ahead;
         let decide = |task: &Task| {
             let key = (task.id, task.version);
             let mut cache = match cache.lock() {
@@ -154,13 +164,14 @@ pub(super) async fn run<S: crate::store::Store, C: crate::clock::Clock>(
                     }
                 }
             };
-            plan_task(task, schedule, now)
+            plan_task(task, schedule, now, horizon)
         };
         match ctx
             .store
             .plan(
                 crate::store::PlanParams {
                     now,
+                    horizon,
                     limit: ctx.config.plan_batch,
                 },
                 &decide,

@@ -118,8 +118,11 @@ pub struct TaskPlan {
 /// Params of [`Store::plan`].
 #[derive(Clone, Copy, Debug)]
 pub struct PlanParams {
-    /// Tasks with `next_fire_at <= now` are due.
+    /// The current time (rows are stamped with it).
     pub now: Timestamp,
+    /// Tasks with `next_fire_at <= horizon` are planned (`now` plus the
+    /// planner's look-ahead).
+    pub horizon: Timestamp,
     /// At most this many tasks in one transaction.
     pub limit: u32,
 }
@@ -136,8 +139,11 @@ pub struct PlanOutcome {
 /// Params of [`Store::claim_runs`].
 #[derive(Clone, Debug)]
 pub struct ClaimParams {
-    /// Runs with `run_at <= now` are ready.
+    /// The current time.
     pub now: Timestamp,
+    /// Runs with `run_at <= ready_by` are claimed (`now` plus the
+    /// dispatcher's claim-ahead); each starts at its `run_at`.
+    pub ready_by: Timestamp,
     /// The claiming node.
     pub owner: String,
     /// The lease runs until `now + lease`.
@@ -249,8 +255,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<PlanOutcome, StoreError>> + Send;
 
     /// Atomically claims up to `limit` ready runs (`queued`/`retrying`,
-    /// `run_at <= now`, earliest first): sets them `running` under `owner`'s
-    /// lease, bumps `fence` and `attempt`, and records the attempt.
+    /// `run_at <= ready_by`, earliest first): sets them `running` under
+    /// `owner`'s lease with `started_at = max(run_at, now)`, bumps `fence` and
+    /// `attempt`, and records the attempt.
     fn claim_runs(
         &self,
         p: ClaimParams,

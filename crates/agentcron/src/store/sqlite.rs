@@ -422,7 +422,7 @@ impl Store for SqliteStore {
              ORDER BY next_fire_at LIMIT ?"
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(ms(p.now))
+            .bind(ms(p.horizon))
             .bind(i64::from(p.limit))
             .fetch_all(&mut **tx)
             .await?;
@@ -445,7 +445,7 @@ impl Store for SqliteStore {
         let mut tx = self.write().await?;
         let sql = format!(
             "UPDATE runs SET status = 'running', lease_owner = ?, lease_expires_at = ?, \
-             fence = fence + 1, attempt = attempt + 1, started_at = ? \
+             fence = fence + 1, attempt = attempt + 1, started_at = MAX(run_at, ?) \
              WHERE id IN (SELECT id FROM runs WHERE status IN ('queued', 'retrying') \
                           AND run_at <= ? ORDER BY run_at LIMIT ?) \
              RETURNING {RUN_COLUMNS}"
@@ -454,7 +454,7 @@ impl Store for SqliteStore {
             .bind(&p.owner)
             .bind(lease_until)
             .bind(now)
-            .bind(now)
+            .bind(ms(p.ready_by))
             .bind(i64::from(p.limit))
             .fetch_all(&mut **tx)
             .await?;
@@ -478,7 +478,7 @@ impl Store for SqliteStore {
                     .bind(r.attempt)
                     .bind(r.fence)
                     .bind(&p.owner)
-                    .bind(now);
+                    .bind(r.started_at.map_or(now, ms));
             }
             q.execute(&mut **tx).await?;
         }
