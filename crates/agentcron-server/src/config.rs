@@ -33,9 +33,29 @@ pub(crate) struct Config {
     pub(crate) log_format: LogFormat,
     /// `error`, `warn`, `info`, `debug` or `trace`.
     pub(crate) log_level: String,
+    /// How much run history to keep.
+    pub(crate) history: History,
     /// Tasks created or updated (by name) at start.
     #[serde(rename = "task")]
     pub(crate) tasks: Vec<TaskSpec>,
+}
+
+/// `[history]`: finished runs beyond a task's newest `keep_runs`, or older
+/// than `keep_for`, are deleted.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct History {
+    pub(crate) keep_runs: u32,
+    pub(crate) keep_for: HumanDuration,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History {
+            keep_runs: 1000,
+            keep_for: HumanDuration::from_secs(30 * 86_400),
+        }
+    }
 }
 
 impl Default for Config {
@@ -50,6 +70,7 @@ impl Default for Config {
             exec_enabled: false,
             log_format: LogFormat::Human,
             log_level: "info".into(),
+            history: History::default(),
             tasks: Vec::new(),
         }
     }

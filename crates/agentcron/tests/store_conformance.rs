@@ -682,6 +682,86 @@ async fn batches_of_outcomes_apply_per_run<S: Store>(s: S) {
     assert!(s.finish_attempts(Vec::new()).await.unwrap().is_empty());
 }
 
+async fn pruning_keeps_the_newest_and_the_young_and_never_live_runs<S: Store>(s: S) {
+    use agentcron::store::PruneParams;
+    let task = new_task(&s, "t", 1, t0()).await;
+    // Ten finished fires, one a minute, recorded at their fire time.
+    for i in 0..10 {
+        let at = t0() + i.minutes();
+        let done = move |t: &Task| {
+            let mut p = queue_due(t);
+            p.runs[0].status = RunStatus::Skipped;
+            p.next_fire_at = Some(at + 1.minute());
+            p
+        };
+        s.plan(
+            PlanParams {
+                now: at,
+                horizon: at,
+                limit: 10,
+            },
+            &done,
+        )
+        .await
+        .unwrap();
+    }
+    // And one queued fire, which pruning must leave alone.
+    let live = t0() + 10.minutes();
+    s.plan(
+        PlanParams {
+            now: live,
+            horizon: live,
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.runs_of_task(task.id, 100).await.unwrap().len(), 11);
+    let n = s
+        .prune(PruneParams {
+            keep_runs: 4,
+            older_than: t0() - 1.hour(),
+            limit: 1000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 6, "finished runs beyond the newest 4 go");
+    let left: Vec<_> = s
+        .runs_of_task(task.id, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.scheduled_for)
+        .collect();
+    assert_eq!(
+        left,
+        [
+            live,
+            t0() + 9.minutes(),
+            t0() + 8.minutes(),
+            t0() + 7.minutes(),
+            t0() + 6.minutes()
+        ]
+    );
+    let n = s
+        .prune(PruneParams {
+            keep_runs: 100,
+            older_than: t0() + 8.minutes() + 1.second(),
+            limit: 1000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 3, "finished runs recorded before the cut go too");
+    let left = s.runs_of_task(task.id, 100).await.unwrap();
+    assert_eq!(left.len(), 2);
+    assert_eq!(
+        left[0].status,
+        RunStatus::Queued,
+        "a live run is never pruned"
+    );
+}
+
 /// Instantiates every conformance test for one backend; `$open` is an async
 /// expression yielding a fresh, empty store.
 macro_rules! backend {
@@ -700,6 +780,7 @@ macro_rules! backend {
                 wakeups_see_active_tasks_and_ready_runs,
                 released_runs_are_ready_again,
                 batches_of_outcomes_apply_per_run,
+                pruning_keeps_the_newest_and_the_young_and_never_live_runs,
             );
         }
     };

@@ -9,6 +9,8 @@
 //!   lease is lost is cancelled locally.
 //! - `reaper`: requeues runs whose lease expired (their node died) as a
 //!   `recovery` attempt, or fails them when attempts are spent.
+//! - `pruner`: keeps history bounded (per-task count and age).
+//! - `completer`: records attempt outcomes in batches.
 //!
 //! No loop polls on a fixed short interval: each sleeps until its next known
 //! deadline or until woken, with `max_sleep` as the bound.
@@ -17,6 +19,7 @@ mod completer;
 mod dispatcher;
 mod lease_keeper;
 pub mod planner;
+mod pruner;
 mod reaper;
 
 use std::collections::HashMap;
@@ -54,6 +57,12 @@ pub struct EngineConfig {
     /// its `run_at`, so that it starts on time rather than a database round
     /// trip late.
     pub claim_ahead: Duration,
+    /// Finished runs kept per task (the newest).
+    pub keep_runs: u32,
+    /// Finished runs older than this are deleted.
+    pub keep_for: Duration,
+    /// How often the pruner runs.
+    pub prune_every: Duration,
 }
 
 impl Default for EngineConfig {
@@ -67,6 +76,9 @@ impl Default for EngineConfig {
             exec_enabled: false,
             plan_ahead: Duration::from_secs(1),
             claim_ahead: Duration::from_millis(500),
+            keep_runs: 1000,
+            keep_for: Duration::from_secs(30 * 86_400),
+            prune_every: Duration::from_secs(600),
         }
     }
 }
@@ -189,6 +201,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
         ctx.tracker.spawn(dispatcher::run(ctx.clone()));
         ctx.tracker.spawn(lease_keeper::run(ctx.clone()));
         ctx.tracker.spawn(reaper::run(ctx.clone()));
+        ctx.tracker.spawn(pruner::run(ctx.clone()));
         ctx.tracker.spawn(completer::run(ctx.clone(), completed));
         Ok(Engine { ctx })
     }

@@ -224,6 +224,17 @@ pub struct ReapParams {
     pub limit: u32,
 }
 
+/// Params of [`Store::prune`].
+#[derive(Clone, Copy, Debug)]
+pub struct PruneParams {
+    /// Keep at most this many finished runs per task (the newest fires).
+    pub keep_runs: u32,
+    /// Delete finished runs created before this.
+    pub older_than: Timestamp,
+    /// At most this many runs per call.
+    pub limit: u32,
+}
+
 /// The storage seam. Every method is one database operation (one statement
 /// or one transaction); backends must pass `tests/store_conformance.rs`.
 pub trait Store: Send + Sync + 'static {
@@ -303,6 +314,11 @@ pub trait Store: Send + Sync + 'static {
         &self,
         p: ReapParams,
     ) -> impl Future<Output = Result<Vec<RunId>, StoreError>> + Send;
+
+    /// Deletes finished runs (with their attempts) beyond a task's newest
+    /// `keep_runs` or created before `older_than`; never a queued, running or
+    /// retrying run. Returns how many it deleted.
+    fn prune(&self, p: PruneParams) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// A run by id.
     fn get_run(&self, id: RunId) -> impl Future<Output = Result<Option<Run>, StoreError>> + Send;

@@ -680,6 +680,25 @@ impl Store for SqliteStore {
         Ok(reaped)
     }
 
+    async fn prune(&self, p: super::PruneParams) -> Result<u64, StoreError> {
+        let mut tx = self.write().await?;
+        let res = sqlx::query(
+            "DELETE FROM runs WHERE id IN ( \
+               SELECT id FROM ( \
+                 SELECT id, created_at, ROW_NUMBER() OVER ( \
+                   PARTITION BY task_id ORDER BY scheduled_for DESC) AS newest \
+                 FROM runs WHERE status NOT IN ('queued', 'running', 'retrying')) \
+               WHERE newest > ? OR created_at < ? LIMIT ?)",
+        )
+        .bind(i64::from(p.keep_runs))
+        .bind(ms(p.older_than))
+        .bind(i64::from(p.limit))
+        .execute(&mut **tx)
+        .await?;
+        tx.commit().await?;
+        Ok(res.rows_affected())
+    }
+
     async fn get_run(&self, id: RunId) -> Result<Option<Run>, StoreError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
