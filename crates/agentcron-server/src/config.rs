@@ -326,6 +326,28 @@ mod tests {
     }
 
     #[test]
+    fn history_limits_are_a_table() {
+        let (_dir, flags) = file("[history]\nkeep_runs = 50\nkeep_for = \"7d\"\n");
+        let c = Config::load(&flags, env(&[])).unwrap();
+        assert_eq!(
+            (c.history.keep_runs, c.history.keep_for.to_string()),
+            (50, "7d".into())
+        );
+        let c = Config::load(&Flags::default(), env(&[])).unwrap();
+        assert_eq!(
+            (c.history.keep_runs, c.history.keep_for.to_string()),
+            (1000, "30d".into())
+        );
+        let (_dir, flags) = file("[history]\nkeep_rows = 5\n");
+        assert!(
+            Config::load(&flags, env(&[]))
+                .unwrap_err()
+                .to_string()
+                .contains("unknown field `keep_rows`")
+        );
+    }
+
+    #[test]
     fn tasks_are_declared_as_task_tables() {
         let (_dir, flags) = file(
             r#"
