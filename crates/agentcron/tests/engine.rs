@@ -330,3 +330,228 @@ async fn shutdown_waits_for_the_grace_then_releases_the_run() {
     );
     assert_eq!(store.runs_of_task(task.id, 10).await.unwrap().len(), 1);
 }
+
+/// Fires at 09:00, then the node is down until 12:30 (10:00, 11:00 and 12:00
+/// are missed); a fresh engine on the same database applies the policy.
+async fn downtime(misfire: serde_json::Value) -> Vec<(RunStatus, Trigger, jiff::Timestamp, i64)> {
+    let (handlers, mut rx) = reporting(|_| Ok(()));
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let mut spec = every_minute("report", serde_json::json!({"misfire": misfire}));
+    spec["schedule"] = serde_json::json!({"cron": "0 * * * *"});
+    let task = h.create(spec).await;
+    h.set("2026-11-30T09:00:00Z");
+    recv(&mut rx).await;
+    h.until(&task, "the 09:00 run succeeds", |r| {
+        r.first().is_some_and(|r| r.status == RunStatus::Succeeded)
+    })
+    .await;
+    let Harness {
+        engine,
+        store,
+        _dir,
+        ..
+    } = h;
+    engine.unwrap().shutdown(Duration::from_secs(1)).await;
+    // Back up at 12:30.
+    let (handlers, mut rx) = reporting(|_| Ok(()));
+    let clock = Arc::new(ManualClock::new(ts("2026-11-30T12:30:00Z")));
+    let engine = Engine::start(store.clone(), clock.clone(), config(), handlers).unwrap();
+    let h = Harness {
+        engine: Some(engine),
+        store,
+        clock,
+        _dir,
+    };
+    let policy = misfire["policy"].as_str().unwrap_or("once").to_string();
+    let expected_runs = match policy.as_str() {
+        "skip" => 2,
+        "once" => 3,
+        _ => 4,
+    };
+    let runs = h
+        .until(&task, "the misfires are recorded and catch-ups done", |r| {
+            r.len() == expected_runs && r.iter().all(|r| r.status.is_terminal())
+        })
+        .await;
+    // Catch-up runs executed; nothing else did.
+    let caught = runs
+        .iter()
+        .filter(|r| r.trigger == Trigger::Catchup)
+        .count();
+    for _ in 0..caught {
+        recv(&mut rx).await;
+    }
+    let t = h.store.get_task(task.id).await.unwrap().unwrap();
+    assert_eq!(
+        t.next_fire_at,
+        Some(ts("2026-11-30T13:00:00Z")),
+        "the schedule continues after now"
+    );
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+    runs.iter()
+        .map(|r| (r.status, r.trigger, r.scheduled_for, r.fire_count))
+        .collect()
+}
+
+#[tokio::test]
+async fn downtime_with_misfire_skip_records_the_missed_fires_as_one_row() {
+    assert_eq!(
+        downtime(serde_json::json!({"policy": "skip", "grace": "1m"})).await,
+        [
+            (
+                RunStatus::Succeeded,
+                Trigger::Schedule,
+                ts("2026-11-30T09:00:00Z"),
+                1
+            ),
+            (
+                RunStatus::Missed,
+                Trigger::Schedule,
+                ts("2026-11-30T10:00:00Z"),
+                3
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn downtime_with_misfire_once_runs_the_latest_missed_fire() {
+    assert_eq!(
+        downtime(serde_json::json!({"policy": "once", "grace": "1m"})).await,
+        [
+            (
+                RunStatus::Succeeded,
+                Trigger::Schedule,
+                ts("2026-11-30T09:00:00Z"),
+                1
+            ),
+            (
+                RunStatus::Missed,
+                Trigger::Schedule,
+                ts("2026-11-30T10:00:00Z"),
+                2
+            ),
+            (
+                RunStatus::Succeeded,
+                Trigger::Catchup,
+                ts("2026-11-30T12:00:00Z"),
+                1
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn downtime_with_misfire_all_catches_up_to_the_limit() {
+    assert_eq!(
+        downtime(serde_json::json!({"policy": "all", "grace": "1m", "max_catchup": 2})).await,
+        [
+            (
+                RunStatus::Succeeded,
+                Trigger::Schedule,
+                ts("2026-11-30T09:00:00Z"),
+                1
+            ),
+            (
+                RunStatus::Missed,
+                Trigger::Schedule,
+                ts("2026-11-30T10:00:00Z"),
+                1
+            ),
+            (
+                RunStatus::Succeeded,
+                Trigger::Catchup,
+                ts("2026-11-30T11:00:00Z"),
+                1
+            ),
+            (
+                RunStatus::Succeeded,
+                Trigger::Catchup,
+                ts("2026-11-30T12:00:00Z"),
+                1
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn overlap_queue_starts_the_next_fire_when_the_previous_ends() {
+    let (handlers, mut rx, release) = holding();
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute(
+            "hold",
+            serde_json::json!({"overlap": "queue"}),
+        ))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    let first = recv(&mut rx).await;
+    h.set("2026-11-30T09:01:00Z");
+    // The 09:01 fire is recorded and waits; it does not start, and is not skipped.
+    let runs = h
+        .until(&task, "the second fire waits", |r| {
+            r.len() == 2 && r[1].status == RunStatus::Queued
+        })
+        .await;
+    assert_eq!(runs[1].attempt, 0, "waiting uses up no attempt");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv())
+            .await
+            .is_err(),
+        "started while the first ran"
+    );
+    release.notify_one();
+    let second = recv(&mut rx).await;
+    assert_ne!(second.run, first.run);
+    assert_eq!(
+        (second.scheduled_for, second.attempt),
+        (ts("2026-11-30T09:01:00Z"), 1)
+    );
+    release.notify_one();
+    h.until(&task, "both succeed", |r| {
+        r.len() == 2 && r.iter().all(|r| r.status == RunStatus::Succeeded)
+    })
+    .await;
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn overlap_replace_cancels_the_running_one_and_starts_the_new_fire() {
+    let (handlers, mut rx, release) = holding();
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute(
+            "hold",
+            serde_json::json!({"overlap": "replace"}),
+        ))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    recv(&mut rx).await;
+    h.set("2026-11-30T09:01:00Z");
+    let second = recv(&mut rx).await;
+    assert_eq!(second.scheduled_for, ts("2026-11-30T09:01:00Z"));
+    let runs = h
+        .until(&task, "the first is cancelled", |r| {
+            r.len() == 2 && r[0].status == RunStatus::Cancelled
+        })
+        .await;
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("replaced by the fire of 2026-11-30T09:01:00Z")
+    );
+    assert_eq!(runs[1].status, RunStatus::Running);
+    release.notify_one();
+    h.until(&task, "the new fire succeeds", |r| {
+        r[1].status == RunStatus::Succeeded
+    })
+    .await;
+    assert_eq!(
+        h.runs(&task).await[0].status,
+        RunStatus::Cancelled,
+        "the cancelled run stays cancelled"
+    );
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}

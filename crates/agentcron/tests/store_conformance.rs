@@ -762,6 +762,109 @@ async fn pruning_keeps_the_newest_and_the_young_and_never_live_runs<S: Store>(s:
     );
 }
 
+async fn overlap_operations_defer_wake_and_cancel<S: Store>(s: S) {
+    let task = new_task(&s, "t", 3, t0()).await;
+    // Two fires, both claimed.
+    for at in [t0(), t0() + 1.minute()] {
+        let plan = move |t: &Task| {
+            let mut p = queue_due(t);
+            p.runs[0].scheduled_for = at;
+            p.runs[0].run_at = at;
+            p.next_fire_at = Some(at + 1.minute());
+            p
+        };
+        s.plan(
+            PlanParams {
+                now: at,
+                horizon: at,
+                limit: 10,
+            },
+            &plan,
+        )
+        .await
+        .unwrap();
+    }
+    let claimed: Vec<_> = s
+        .claim_runs(claim(t0() + 1.minute(), "n1", 10))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.run)
+        .collect();
+    let (first, second) = (&claimed[0], &claimed[1]);
+    // Defer the second: queued again, attempt not used up, not ready yet.
+    assert!(
+        !s.defer_run(second.id, second.fence + 1, t0() + 2.hours())
+            .await
+            .unwrap(),
+        "stale fence"
+    );
+    assert!(
+        s.defer_run(second.id, second.fence, t0() + 2.hours())
+            .await
+            .unwrap()
+    );
+    let r = s.get_run(second.id).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status, r.attempt, r.run_at),
+        (RunStatus::Queued, 0, t0() + 2.hours())
+    );
+    assert!(
+        s.claim_runs(claim(t0() + 1.minute(), "n1", 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Waking makes it ready now; a planned future fire would not be touched.
+    assert_eq!(
+        s.wake_waiting(task.id, t0() + 90.seconds()).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        s.get_run(second.id).await.unwrap().unwrap().run_at,
+        t0() + 90.seconds()
+    );
+    let again = s
+        .claim_runs(claim(t0() + 90.seconds(), "n1", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    assert_eq!(
+        (again.id, again.attempt),
+        (second.id, 1),
+        "the deferred claim left no attempt behind"
+    );
+    // Replace: the first is cancelled, the one asking is not.
+    let cancelled = s
+        .cancel_running(task.id, again.id, t0() + 91.seconds(), "replaced")
+        .await
+        .unwrap();
+    assert_eq!(cancelled, vec![first.id]);
+    let r = s.get_run(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status, r.error.as_deref(), r.lease_owner),
+        (RunStatus::Cancelled, Some("replaced"), None)
+    );
+    assert_eq!(
+        s.get_run(again.id).await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    let late = FinishAttempt {
+        id: first.id,
+        fence: first.fence,
+        now: t0() + 92.seconds(),
+        outcome: Outcome::Succeeded {
+            result: None,
+            output: None,
+        },
+    };
+    assert!(
+        !s.finish_attempt(late).await.unwrap(),
+        "a cancelled run's late outcome changes nothing"
+    );
+}
+
 /// Instantiates every conformance test for one backend; `$open` is an async
 /// expression yielding a fresh, empty store.
 macro_rules! backend {
@@ -781,6 +884,7 @@ macro_rules! backend {
                 released_runs_are_ready_again,
                 batches_of_outcomes_apply_per_run,
                 pruning_keeps_the_newest_and_the_young_and_never_live_runs,
+                overlap_operations_defer_wake_and_cancel,
             );
         }
     };

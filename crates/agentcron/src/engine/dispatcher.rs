@@ -11,7 +11,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::{Ctx, Executing};
 use crate::action::{ActionError, Attempt};
 use crate::clock::Clock;
-use crate::model::{Backoff, OverlapPolicy, RunId};
+use crate::model::{Backoff, OverlapPolicy, RunId, Trigger};
 use crate::store::{ClaimParams, ClaimedRun, FinishAttempt, Outcome, Store};
 
 pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
@@ -90,8 +90,19 @@ fn start_attempt<S: Store, C: Clock>(ctx: &Arc<Ctx<S, C>>, claimed: ClaimedRun) 
         }
     }
     let ctx2 = ctx.clone();
+    let (task, overlap) = (claimed.task.id, claimed.task.spec.overlap);
     ctx.tracker.spawn(async move {
         attempt(&ctx2, claimed, cancel).await;
+        // Runs of this task waiting for it may start now.
+        if matches!(overlap, OverlapPolicy::Queue | OverlapPolicy::Forbid) {
+            match ctx2.store.wake_waiting(task, ctx2.clock.now()).await {
+                Ok(0) => {}
+                Ok(_) => ctx2.dispatch_wakeup.notify_one(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "waking waiting runs failed; they retry in 1s")
+                }
+            }
+        }
         if let Ok(mut executing) = ctx2.executing.lock()
             && executing.get(&id).is_some_and(|e| e.fence == fence)
         {
@@ -129,21 +140,10 @@ async fn attempt<S: Store, C: Clock>(
         outcome,
     };
     // Overlap: another run of this task is executing somewhere.
-    if task.spec.overlap == OverlapPolicy::Forbid {
-        match ctx.store.running_count(task.id, run.id).await {
-            Ok(0) => {}
-            Ok(_) => {
-                let reason =
-                    "skipped: the previous run of this task is still running (overlap: forbid)";
-                record(
-                    ctx,
-                    finish(Outcome::Skipped {
-                        reason: reason.into(),
-                    }),
-                )
-                .await;
-                return;
-            }
+    if task.spec.overlap != OverlapPolicy::Allow {
+        match overlap(ctx, &task, &run).await {
+            Ok(Proceed::Yes) => {}
+            Ok(Proceed::No) => return,
             Err(e) => {
                 tracing::warn!(error = %e, run = %run.id, "overlap check failed; running anyway")
             }
@@ -214,6 +214,75 @@ async fn attempt<S: Store, C: Clock>(
         }
     };
     record(ctx, finish(outcome)).await;
+}
+
+enum Proceed {
+    Yes,
+    No,
+}
+
+/// How long a run made to wait by the overlap policy waits before it looks again.
+const OVERLAP_RECHECK: Duration = Duration::from_secs(1);
+
+/// Applies the task's overlap policy to a claimed run while another run of
+/// the same task is executing (on any node):
+/// - `forbid`: a scheduled fire is recorded as skipped; catch-up runs
+///   (which a plan creates together) wait their turn instead;
+/// - `queue`: the run waits and starts when the previous one has ended;
+/// - `replace`: the running ones are cancelled and this one starts.
+async fn overlap<S: Store, C: Clock>(
+    ctx: &Ctx<S, C>,
+    task: &crate::model::Task,
+    run: &crate::model::Run,
+) -> Result<Proceed, crate::store::StoreError> {
+    if ctx.store.running_count(task.id, run.id).await? == 0 {
+        return Ok(Proceed::Yes);
+    }
+    let now = ctx.clock.now();
+    match task.spec.overlap {
+        OverlapPolicy::Allow => Ok(Proceed::Yes),
+        OverlapPolicy::Forbid if run.trigger != Trigger::Catchup => {
+            let reason =
+                "skipped: the previous run of this task is still running (overlap: forbid)";
+            record(
+                ctx,
+                FinishAttempt {
+                    id: run.id,
+                    fence: run.fence,
+                    now,
+                    outcome: Outcome::Skipped {
+                        reason: reason.into(),
+                    },
+                },
+            )
+            .await;
+            Ok(Proceed::No)
+        }
+        OverlapPolicy::Forbid | OverlapPolicy::Queue => {
+            let again = now + super::signed(OVERLAP_RECHECK);
+            ctx.store.defer_run(run.id, run.fence, again).await?;
+            ctx.dispatch_wakeup.notify_one();
+            Ok(Proceed::No)
+        }
+        OverlapPolicy::Replace => {
+            let reason = format!(
+                "cancelled: replaced by the fire of {} (overlap: replace)",
+                run.scheduled_for
+            );
+            let cancelled = ctx
+                .store
+                .cancel_running(task.id, run.id, now, &reason)
+                .await?;
+            if let Ok(executing) = ctx.executing.lock() {
+                for id in cancelled {
+                    if let Some(e) = executing.get(&id) {
+                        e.cancel.cancel();
+                    }
+                }
+            }
+            Ok(Proceed::Yes)
+        }
+    }
 }
 
 enum Interrupted {

@@ -298,6 +298,34 @@ pub trait Store: Send + Sync + 'static {
         batch: Vec<FinishAttempt>,
     ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
 
+    /// Hands a claimed run back without using up an attempt (the overlap
+    /// policy made it wait): `queued` again at `run_at`, if `fence` is current.
+    fn defer_run(
+        &self,
+        id: RunId,
+        fence: i64,
+        run_at: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Makes the runs of `task` that wait for an overlapping run (their fire
+    /// is past, their `run_at` ahead) ready now. Returns how many.
+    fn wake_waiting(
+        &self,
+        task: TaskId,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Ends every running run of `task` except `except` as `cancelled` with
+    /// `reason` (the `replace` overlap policy). Returns the runs it cancelled;
+    /// their executors lose their leases and stop.
+    fn cancel_running(
+        &self,
+        task: TaskId,
+        except: RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> impl Future<Output = Result<Vec<RunId>, StoreError>> + Send;
+
     /// Extends `owner`'s leases on these runs to `until`; returns the runs
     /// whose lease it no longer holds.
     fn extend_leases(

@@ -606,6 +606,88 @@ impl Store for SqliteStore {
         Ok(true)
     }
 
+    async fn defer_run(
+        &self,
+        id: RunId,
+        fence: i64,
+        run_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.write().await?;
+        let res = sqlx::query(
+            "UPDATE runs SET status = 'queued', run_at = ?, attempt = attempt - 1, \
+             started_at = NULL, lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = ? AND fence = ? AND status = 'running'",
+        )
+        .bind(ms(run_at))
+        .bind(id.to_string())
+        .bind(fence)
+        .execute(&mut **tx)
+        .await?;
+        if res.rows_affected() == 0 {
+            return Ok(false);
+        }
+        // The attempt never started; the next claim records it afresh.
+        sqlx::query("DELETE FROM attempts WHERE run_id = ? AND fence = ?")
+            .bind(id.to_string())
+            .bind(fence)
+            .execute(&mut **tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn wake_waiting(&self, task: TaskId, now: Timestamp) -> Result<u64, StoreError> {
+        let mut tx = self.write().await?;
+        let res = sqlx::query(
+            "UPDATE runs SET run_at = ? WHERE task_id = ? AND status = 'queued' \
+             AND scheduled_for <= ? AND run_at > ?",
+        )
+        .bind(ms(now))
+        .bind(task.to_string())
+        .bind(ms(now))
+        .bind(ms(now))
+        .execute(&mut **tx)
+        .await?;
+        tx.commit().await?;
+        Ok(res.rows_affected())
+    }
+
+    async fn cancel_running(
+        &self,
+        task: TaskId,
+        except: RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> Result<Vec<RunId>, StoreError> {
+        let mut tx = self.write().await?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "UPDATE runs SET status = 'cancelled', finished_at = ?, error = ?, \
+             lease_owner = NULL, lease_expires_at = NULL \
+             WHERE task_id = ? AND status = 'running' AND id <> ? RETURNING id",
+        )
+        .bind(ms(now))
+        .bind(reason)
+        .bind(task.to_string())
+        .bind(except.to_string())
+        .fetch_all(&mut **tx)
+        .await?;
+        for id in &ids {
+            sqlx::query(
+                "UPDATE attempts SET finished_at = ?, outcome = 'cancelled', error = ? \
+                 WHERE run_id = ? AND finished_at IS NULL",
+            )
+            .bind(ms(now))
+            .bind(reason)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        }
+        tx.commit().await?;
+        ids.iter()
+            .map(|id| id.parse().map_err(|e| corrupt("runs", e)))
+            .collect()
+    }
+
     async fn extend_leases(
         &self,
         owner: &str,
