@@ -555,3 +555,51 @@ async fn overlap_replace_cancels_the_running_one_and_starts_the_new_fire() {
     );
     h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test]
+async fn cancelling_a_running_run_stops_it_and_records_why() {
+    let (handlers, mut rx, _release) = holding();
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute(
+            "hold",
+            serde_json::json!({"retry": {"max_attempts": 3}}),
+        ))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    let seen = recv(&mut rx).await;
+    assert!(
+        h.engine
+            .as_ref()
+            .unwrap()
+            .cancel_run(seen.run, "cancelled by a user")
+            .await
+            .unwrap()
+    );
+    let runs = h
+        .until(&task, "the run is cancelled", |r| {
+            r[0].status == RunStatus::Cancelled
+        })
+        .await;
+    assert_eq!(runs[0].error.as_deref(), Some("cancelled by a user"));
+    // The attempt has stopped: the node has no attempt executing, and nothing retries it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while h.engine.as_ref().unwrap().executing() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the attempt kept running"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(h.runs(&task).await[0].status, RunStatus::Cancelled);
+    assert!(
+        !h.engine
+            .as_ref()
+            .unwrap()
+            .cancel_run(seen.run, "again")
+            .await
+            .unwrap(),
+        "a finished run is not cancellable"
+    );
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}

@@ -865,6 +865,53 @@ async fn overlap_operations_defer_wake_and_cancel<S: Store>(s: S) {
     );
 }
 
+async fn cancel_and_lease_expiry<S: Store>(s: S) {
+    new_task(&s, "t", 3, t0()).await;
+    s.plan(
+        PlanParams {
+            now: t0(),
+            horizon: t0(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.next_lease_expiry().await.unwrap(), None);
+    let run = s
+        .claim_runs(claim(t0(), "n1", 10))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    assert_eq!(
+        s.next_lease_expiry().await.unwrap(),
+        Some(t0() + 30.seconds())
+    );
+    assert!(
+        s.cancel_run(run.id, t0() + 1.second(), "by a user")
+            .await
+            .unwrap()
+    );
+    let r = s.get_run(run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (r.status, r.error.as_deref(), r.finished_at),
+        (
+            RunStatus::Cancelled,
+            Some("by a user"),
+            Some(t0() + 1.second())
+        )
+    );
+    assert_eq!(s.next_lease_expiry().await.unwrap(), None);
+    assert!(
+        !s.cancel_run(run.id, t0() + 2.seconds(), "twice")
+            .await
+            .unwrap(),
+        "finished runs stay as they are"
+    );
+    assert!(!s.cancel_run(RunId::new(), t0(), "nobody").await.unwrap());
+}
+
 /// Instantiates every conformance test for one backend; `$open` is an async
 /// expression yielding a fresh, empty store.
 macro_rules! backend {
@@ -885,6 +932,7 @@ macro_rules! backend {
                 batches_of_outcomes_apply_per_run,
                 pruning_keeps_the_newest_and_the_young_and_never_live_runs,
                 overlap_operations_defer_wake_and_cancel,
+                cancel_and_lease_expiry,
             );
         }
     };

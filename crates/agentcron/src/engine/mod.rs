@@ -105,6 +105,8 @@ struct Ctx<S, C> {
     /// Set when the node stops claiming (graceful stop).
     draining: CancellationToken,
     plan_wakeup: Notify,
+    /// Wakes the reaper (new claims change the earliest lease expiry).
+    reap_wakeup: Notify,
     dispatch_wakeup: Notify,
     executing: Mutex<HashMap<RunId, Executing>>,
     /// Notified (all waiters) whenever an attempt on this node ends.
@@ -190,6 +192,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
             shutdown: CancellationToken::new(),
             draining: CancellationToken::new(),
             plan_wakeup: Notify::new(),
+            reap_wakeup: Notify::new(),
             dispatch_wakeup: Notify::new(),
             executing: Mutex::new(HashMap::new()),
             attempt_done: Notify::new(),
@@ -216,6 +219,28 @@ impl<S: Store, C: Clock> Engine<S, C> {
     pub fn wake(&self) {
         self.ctx.plan_wakeup.notify_one();
         self.ctx.dispatch_wakeup.notify_one();
+    }
+
+    /// Cancels a run that has not finished. A run executing on this node is
+    /// stopped at once; one executing elsewhere stops when its node next
+    /// renews its lease. Returns whether the run was still cancellable.
+    pub async fn cancel_run(
+        &self,
+        run: RunId,
+        reason: &str,
+    ) -> Result<bool, crate::store::StoreError> {
+        let cancelled = self
+            .ctx
+            .store
+            .cancel_run(run, self.ctx.clock.now(), reason)
+            .await?;
+        if cancelled
+            && let Ok(executing) = self.ctx.executing.lock()
+            && let Some(e) = executing.get(&run)
+        {
+            e.cancel.cancel();
+        }
+        Ok(cancelled)
     }
 
     /// How many attempts are executing on this node.

@@ -1,6 +1,7 @@
 //! The reaper: requeues runs whose lease expired — their node died — as a
 //! `recovery` attempt (same run id, higher fence), or fails them when their
-//! attempts are spent. Runs every half lease.
+//! attempts are spent. Sleeps until the earliest lease expiry (every half
+//! lease while this node holds leases of its own; at most `max_sleep`).
 
 use std::sync::Arc;
 
@@ -27,10 +28,24 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "reaping expired leases failed; will retry"),
         }
-        let at = ctx.after(every);
-        tokio::select! {
-            _ = ctx.shutdown.cancelled() => return,
-            _ = ctx.clock.sleep_until(at) => {}
+        // Sleep until the earliest lease runs out (bounded by `max_sleep`), or
+        // half a lease while this node holds leases it must renew first.
+        let next = match ctx.store.next_lease_expiry().await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading lease expiries failed; will retry");
+                None
+            }
+        };
+        let holding = ctx.executing.lock().is_ok_and(|m| !m.is_empty());
+        let at = match (next, holding) {
+            (_, true) => Some(ctx.after(every)),
+            // Just after it expires: the reaper's test is `expires < now`.
+            (Some(expiry), false) => Some(expiry + jiff::SignedDuration::from_millis(1)),
+            (None, false) => None,
+        };
+        if !ctx.sleep(at, &ctx.reap_wakeup).await {
+            return;
         }
     }
 }

@@ -307,6 +307,21 @@ pub trait Store: Send + Sync + 'static {
         run_at: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Cancels one run that has not finished (queued, retrying or running):
+    /// `cancelled` with `reason`. Returns whether it changed anything; a
+    /// running run's executor loses its lease and stops.
+    fn cancel_run(
+        &self,
+        id: RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The earliest lease expiry of a running run (the reaper's wake-up).
+    fn next_lease_expiry(
+        &self,
+    ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+
     /// Makes the runs of `task` that wait for an overlapping run (their fire
     /// is past, their `run_at` ahead) ready now. Returns how many.
     fn wake_waiting(

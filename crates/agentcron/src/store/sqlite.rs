@@ -636,6 +636,47 @@ impl Store for SqliteStore {
         Ok(true)
     }
 
+    async fn cancel_run(
+        &self,
+        id: RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.write().await?;
+        let res = sqlx::query(
+            "UPDATE runs SET status = 'cancelled', finished_at = ?, error = ?, \
+             lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = ? AND status IN ('queued', 'retrying', 'running')",
+        )
+        .bind(ms(now))
+        .bind(reason)
+        .bind(id.to_string())
+        .execute(&mut **tx)
+        .await?;
+        if res.rows_affected() == 0 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE attempts SET finished_at = ?, outcome = 'cancelled', error = ? \
+             WHERE run_id = ? AND finished_at IS NULL",
+        )
+        .bind(ms(now))
+        .bind(reason)
+        .bind(id.to_string())
+        .execute(&mut **tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn next_lease_expiry(&self) -> Result<Option<Timestamp>, StoreError> {
+        let next: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(lease_expires_at) FROM runs WHERE status = 'running'")
+                .fetch_one(&self.pool)
+                .await?;
+        opt_instant("runs", next)
+    }
+
     async fn wake_waiting(&self, task: TaskId, now: Timestamp) -> Result<u64, StoreError> {
         let mut tx = self.write().await?;
         let res = sqlx::query(
