@@ -603,3 +603,31 @@ async fn cancelling_a_running_run_stops_it_and_records_why() {
     );
     h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test]
+async fn an_idle_engine_makes_no_database_queries() {
+    let (handlers, _rx) = reporting(|_| Ok(()));
+    let h = Harness::start(ts("2026-11-30T08:00:00Z"), handlers).await;
+    let mut spec = every_minute("report", serde_json::json!({}));
+    spec["schedule"] = serde_json::json!({"cron": "0 9 * * *"});
+    h.create(spec).await;
+    // Let the loops settle after start.
+    let mut last = h.store.operations();
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = h.store.operations();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    // Nearly an hour passes with nothing due: no loop looks at the database.
+    for minute in 1..=58 {
+        h.clock
+            .set(ts("2026-11-30T08:00:00Z") + jiff::SignedDuration::from_mins(minute));
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(h.store.operations(), last, "queries while nothing was due");
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}

@@ -47,6 +47,7 @@ async fn write<S: Store, C: Clock>(ctx: &Ctx<S, C>, batch: &mut Vec<Pending>) {
         let (finishes, replies): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
         match ctx.store.finish_attempts(finishes.clone()).await {
             Ok(applied) => {
+                ctx.prune_wakeup.notify_one();
                 for ((finish, reply), ok) in finishes.iter().zip(replies).zip(applied) {
                     if !ok {
                         tracing::warn!(run = %finish.id, "outcome discarded: the run was reclaimed (stale fence)");

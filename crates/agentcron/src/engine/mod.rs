@@ -12,8 +12,10 @@
 //! - `pruner`: keeps history bounded (per-task count and age).
 //! - `completer`: records attempt outcomes in batches.
 //!
-//! No loop polls on a fixed short interval: each sleeps until its next known
-//! deadline or until woken, with `max_sleep` as the bound.
+//! No loop polls: each sleeps until its next known deadline or until woken
+//! by a change made through this engine, so an idle node makes no database
+//! queries. `max_sleep` bounds the sleeps where another process can change
+//! the database too (shared backends); it is unset by default.
 
 mod completer;
 mod dispatcher;
@@ -45,8 +47,9 @@ pub struct EngineConfig {
     pub workers: usize,
     /// How long a claim holds without renewal.
     pub lease: Duration,
-    /// The longest any loop sleeps without looking at the store.
-    pub max_sleep: Duration,
+    /// The longest any loop sleeps without looking at the store; `None`
+    /// (the default) when only this engine changes the database.
+    pub max_sleep: Option<Duration>,
     /// Due tasks planned per transaction.
     pub plan_batch: u32,
     /// Whether this node runs `exec` actions (off by default).
@@ -71,7 +74,7 @@ impl Default for EngineConfig {
             node: format!("node-{}", uuid::Uuid::now_v7().simple()),
             workers: 64,
             lease: Duration::from_secs(30),
-            max_sleep: Duration::from_secs(60),
+            max_sleep: None,
             plan_batch: 500,
             exec_enabled: false,
             plan_ahead: Duration::from_secs(1),
@@ -107,6 +110,8 @@ struct Ctx<S, C> {
     plan_wakeup: Notify,
     /// Wakes the reaper (new claims change the earliest lease expiry).
     reap_wakeup: Notify,
+    /// Wakes the pruner (outcomes were recorded, so history grew).
+    prune_wakeup: Notify,
     dispatch_wakeup: Notify,
     executing: Mutex<HashMap<RunId, Executing>>,
     /// Notified (all waiters) whenever an attempt on this node ends.
@@ -128,11 +133,20 @@ impl<S: Store, C: Clock> Ctx<S, C> {
     /// Sleeps until `at` (bounded by `max_sleep`), a wake-up, or shutdown.
     /// Returns false on shutdown.
     async fn sleep(&self, at: Option<Timestamp>, wakeup: &Notify) -> bool {
-        let bound = self.after(self.config.max_sleep);
-        let at = at.map_or(bound, |a| a.min(bound));
+        let bound = self.config.max_sleep.map(|d| self.after(d));
+        let at = match (at, bound) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let until = async {
+            match at {
+                Some(at) => self.clock.sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = self.shutdown.cancelled() => false,
-            _ = self.clock.sleep_until(at) => true,
+            _ = until => true,
             _ = wakeup.notified() => true,
         }
     }
@@ -193,6 +207,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
             draining: CancellationToken::new(),
             plan_wakeup: Notify::new(),
             reap_wakeup: Notify::new(),
+            prune_wakeup: Notify::new(),
             dispatch_wakeup: Notify::new(),
             executing: Mutex::new(HashMap::new()),
             attempt_done: Notify::new(),

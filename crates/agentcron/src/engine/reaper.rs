@@ -1,7 +1,7 @@
 //! The reaper: requeues runs whose lease expired — their node died — as a
 //! `recovery` attempt (same run id, higher fence), or fails them when their
 //! attempts are spent. Sleeps until the earliest lease expiry (every half
-//! lease while this node holds leases of its own; at most `max_sleep`).
+//! lease while this node holds leases of its own), or until this node claims.
 
 use std::sync::Arc;
 

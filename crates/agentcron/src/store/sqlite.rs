@@ -32,6 +32,8 @@ pub struct SqliteStore {
     /// `BEGIN IMMEDIATE` collide, keeps writers out of SQLite's busy handler,
     /// which sleeps in steps of up to 100 ms.
     writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Store operations performed, for metrics and tests.
+    operations: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A write transaction and this process's turn to write.
@@ -77,7 +79,18 @@ impl SqliteStore {
         Ok(SqliteStore {
             pool,
             writer: std::sync::Arc::new(tokio::sync::Mutex::new(())),
+            operations: std::sync::Arc::default(),
         })
+    }
+
+    /// How many store operations (trait method calls) this store has served.
+    pub fn operations(&self) -> u64 {
+        self.operations.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count(&self) {
+        self.operations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How many runs are in each status (for metrics and benchmarks).
@@ -336,6 +349,7 @@ impl SqliteStore {
 
 impl Store for SqliteStore {
     async fn create_task(&self, p: NewTask) -> Result<Task, StoreError> {
+        self.count();
         let res = sqlx::query(
             "INSERT INTO tasks (id, name, spec, state, next_fire_at, version, created_at, updated_at) \
              VALUES (?, ?, ?, 'active', ?, 1, ?, ?)",
@@ -364,14 +378,17 @@ impl Store for SqliteStore {
     }
 
     async fn get_task(&self, id: TaskId) -> Result<Option<Task>, StoreError> {
+        self.count();
         self.task_where("id", &id.to_string()).await
     }
 
     async fn get_task_by_name(&self, name: &str) -> Result<Option<Task>, StoreError> {
+        self.count();
         self.task_where("name", name).await
     }
 
     async fn update_task(&self, p: UpdateTask) -> Result<Task, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let res = sqlx::query(
             "UPDATE tasks SET name = ?, spec = ?, state = ?, next_fire_at = ?, \
@@ -416,6 +433,7 @@ impl Store for SqliteStore {
         p: PlanParams,
         planner: &(dyn Fn(&Task) -> TaskPlan + Sync),
     ) -> Result<PlanOutcome, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let sql = format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE state = 'active' AND next_fire_at <= ? \
@@ -440,6 +458,7 @@ impl Store for SqliteStore {
     }
 
     async fn claim_runs(&self, p: ClaimParams) -> Result<Vec<ClaimedRun>, StoreError> {
+        self.count();
         let now = ms(p.now);
         let lease_until = now + i64::try_from(p.lease.as_millis()).unwrap_or(i64::MAX / 2);
         let mut tx = self.write().await?;
@@ -511,6 +530,7 @@ impl Store for SqliteStore {
     }
 
     async fn finish_attempt(&self, p: FinishAttempt) -> Result<bool, StoreError> {
+        self.count();
         Ok(self
             .finish_attempts(vec![p])
             .await?
@@ -520,6 +540,7 @@ impl Store for SqliteStore {
     }
 
     async fn finish_attempts(&self, batch: Vec<FinishAttempt>) -> Result<Vec<bool>, StoreError> {
+        self.count();
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -579,6 +600,7 @@ impl Store for SqliteStore {
     }
 
     async fn release_run(&self, id: RunId, fence: i64, now: Timestamp) -> Result<bool, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let res = sqlx::query(
             "UPDATE runs SET status = 'queued', trigger = 'recovery', run_at = ?, \
@@ -612,6 +634,7 @@ impl Store for SqliteStore {
         fence: i64,
         run_at: Timestamp,
     ) -> Result<bool, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let res = sqlx::query(
             "UPDATE runs SET status = 'queued', run_at = ?, attempt = attempt - 1, \
@@ -642,6 +665,7 @@ impl Store for SqliteStore {
         now: Timestamp,
         reason: &str,
     ) -> Result<bool, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let res = sqlx::query(
             "UPDATE runs SET status = 'cancelled', finished_at = ?, error = ?, \
@@ -670,6 +694,7 @@ impl Store for SqliteStore {
     }
 
     async fn next_lease_expiry(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.count();
         let next: Option<i64> =
             sqlx::query_scalar("SELECT MIN(lease_expires_at) FROM runs WHERE status = 'running'")
                 .fetch_one(&self.pool)
@@ -678,6 +703,7 @@ impl Store for SqliteStore {
     }
 
     async fn wake_waiting(&self, task: TaskId, now: Timestamp) -> Result<u64, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let res = sqlx::query(
             "UPDATE runs SET run_at = ? WHERE task_id = ? AND status = 'queued' \
@@ -700,6 +726,7 @@ impl Store for SqliteStore {
         now: Timestamp,
         reason: &str,
     ) -> Result<Vec<RunId>, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let ids: Vec<String> = sqlx::query_scalar(
             "UPDATE runs SET status = 'cancelled', finished_at = ?, error = ?, \
@@ -735,6 +762,7 @@ impl Store for SqliteStore {
         runs: &[(RunId, i64)],
         until: Timestamp,
     ) -> Result<Vec<RunId>, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let mut lost = Vec::new();
         for (id, fence) in runs {
@@ -757,6 +785,7 @@ impl Store for SqliteStore {
     }
 
     async fn reap_expired(&self, p: ReapParams) -> Result<Vec<RunId>, StoreError> {
+        self.count();
         let now = ms(p.now);
         let mut tx = self.write().await?;
         let rows = sqlx::query(
@@ -804,6 +833,7 @@ impl Store for SqliteStore {
     }
 
     async fn prune(&self, p: super::PruneParams) -> Result<u64, StoreError> {
+        self.count();
         let mut tx = self.write().await?;
         let res = sqlx::query(
             "DELETE FROM runs WHERE id IN ( \
@@ -823,6 +853,7 @@ impl Store for SqliteStore {
     }
 
     async fn get_run(&self, id: RunId) -> Result<Option<Run>, StoreError> {
+        self.count();
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id.to_string())
@@ -832,6 +863,7 @@ impl Store for SqliteStore {
     }
 
     async fn runs_of_task(&self, task: TaskId, limit: u32) -> Result<Vec<Run>, StoreError> {
+        self.count();
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE task_id = ? ORDER BY scheduled_for DESC LIMIT ?"
         );
@@ -844,6 +876,7 @@ impl Store for SqliteStore {
     }
 
     async fn next_fire_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.count();
         let next: Option<i64> =
             sqlx::query_scalar("SELECT MIN(next_fire_at) FROM tasks WHERE state = 'active'")
                 .fetch_one(&self.pool)
@@ -852,6 +885,7 @@ impl Store for SqliteStore {
     }
 
     async fn next_run_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.count();
         let next: Option<i64> = sqlx::query_scalar(
             "SELECT MIN(run_at) FROM runs WHERE status IN ('queued', 'retrying')",
         )
@@ -861,6 +895,7 @@ impl Store for SqliteStore {
     }
 
     async fn running_count(&self, task: TaskId, except: RunId) -> Result<i64, StoreError> {
+        self.count();
         Ok(sqlx::query_scalar(
             "SELECT COUNT(*) FROM runs WHERE task_id = ? AND status = 'running' AND id <> ?",
         )
