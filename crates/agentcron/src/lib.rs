@@ -43,8 +43,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use duration::{DurationError, HumanDuration};
 pub use engine::{Engine, EngineConfig};
 pub use model::{
-    ActionSpec, Backoff, MisfireKind, MisfirePolicy, OverlapPolicy, RetryPolicy, Run, RunId,
-    RunStatus, ScheduleSpec, Task, TaskId, TaskSpec, TaskState, Trigger,
+    ActionSpec, Backoff, MisfireKind, MisfirePolicy, Node, OverlapPolicy, RetryPolicy, Run, RunId,
+    RunStatus, ScheduleSpec, Task, TaskEvent, TaskId, TaskSpec, TaskState, Trigger,
 };
 pub use schedule::CompiledSchedule;
 pub use validate::ValidationError;

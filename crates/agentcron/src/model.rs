@@ -419,6 +419,36 @@ pub struct Task {
     pub updated_at: Timestamp,
 }
 
+/// Something that happened to a task besides its runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskEvent {
+    /// The task.
+    pub task_id: TaskId,
+    /// `paused` or `resumed`.
+    pub kind: String,
+    /// When.
+    pub at: Timestamp,
+    /// Details, e.g. `{"fires_skipped": 3}` on a resume.
+    pub detail: Option<serde_json::Value>,
+}
+
+/// A node that has run the engine on this database.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// Its name in leases and attempts.
+    pub id: String,
+    /// Host name.
+    pub host: String,
+    /// agentcron version.
+    pub version: String,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// Its last start, claim or lease renewal.
+    pub heartbeat_at: Timestamp,
+    /// Its clock minus the database's, in milliseconds (0 on SQLite: one clock).
+    pub skew_ms: i64,
+}
+
 /// Where a run (one nominal fire) stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

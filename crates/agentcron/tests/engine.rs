@@ -631,3 +631,101 @@ async fn an_idle_engine_makes_no_database_queries() {
     assert_eq!(h.store.operations(), last, "queries while nothing was due");
     h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test]
+async fn a_pause_is_recorded_as_events_and_its_fires_do_not_run() {
+    let (handlers, mut rx) = reporting(|_| Ok(()));
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute("report", serde_json::json!({})))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    recv(&mut rx).await;
+    // Just before 09:01 the planner has recorded that fire ahead of time.
+    h.set("2026-11-30T09:00:59.5Z");
+    h.until(&task, "09:01 is planned ahead", |r| r.len() == 2)
+        .await;
+    let engine = h.engine.as_ref().unwrap();
+    assert!(engine.pause(task.id).await.unwrap());
+    assert!(!engine.pause(task.id).await.unwrap(), "already paused");
+    assert_eq!(
+        h.runs(&task).await.len(),
+        1,
+        "the fire planned inside the pause is removed"
+    );
+    for t in [
+        "2026-11-30T09:01:00Z",
+        "2026-11-30T09:03:00Z",
+        "2026-11-30T09:05:30Z",
+    ] {
+        h.set(t);
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), rx.recv())
+            .await
+            .is_err(),
+        "a paused task fired"
+    );
+    assert!(engine.resume(task.id).await.unwrap());
+    let events = h.store.task_events(task.id).await.unwrap();
+    let kinds: Vec<_> = events.iter().map(|e| (e.kind.as_str(), e.at)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("paused", ts("2026-11-30T09:00:59.5Z")),
+            ("resumed", ts("2026-11-30T09:05:30Z"))
+        ]
+    );
+    assert_eq!(
+        events[1].detail.as_ref().unwrap()["fires_skipped"],
+        5,
+        "09:01 through 09:05"
+    );
+    h.set("2026-11-30T09:06:00Z");
+    assert_eq!(
+        recv(&mut rx).await.scheduled_for,
+        ts("2026-11-30T09:06:00Z"),
+        "resumed from now on"
+    );
+    assert_eq!(h.runs(&task).await.len(), 2, "no rows for the paused fires");
+    let nodes = h.store.nodes().await.unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!((nodes[0].id.as_str(), nodes[0].skew_ms), ("test-node", 0));
+    assert_eq!(nodes[0].started_at, ts("2026-11-30T08:59:50Z"));
+    assert!(
+        nodes[0].heartbeat_at >= ts("2026-11-30T09:00:00Z"),
+        "claims refresh the heartbeat"
+    );
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn overlap_allow_runs_fires_side_by_side() {
+    let (handlers, mut rx, release) = holding();
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h
+        .create(every_minute(
+            "hold",
+            serde_json::json!({"overlap": "allow"}),
+        ))
+        .await;
+    h.set("2026-11-30T09:00:00Z");
+    recv(&mut rx).await;
+    h.set("2026-11-30T09:01:00Z");
+    assert_eq!(
+        recv(&mut rx).await.scheduled_for,
+        ts("2026-11-30T09:01:00Z"),
+        "started while the first runs"
+    );
+    let runs = h.runs(&task).await;
+    assert!(
+        runs.iter().all(|r| r.status == RunStatus::Running),
+        "{runs:?}"
+    );
+    release.notify_waiters();
+    h.until(&task, "both succeed", |r| {
+        r.len() == 2 && r.iter().all(|r| r.status == RunStatus::Succeeded)
+    })
+    .await;
+    h.engine.unwrap().shutdown(Duration::from_secs(1)).await;
+}

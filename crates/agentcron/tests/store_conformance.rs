@@ -401,7 +401,7 @@ async fn leases_extend_only_for_their_owner<S: Store>(s: S) {
         .run;
     let until = t0() + 1.minute();
     assert!(
-        s.extend_leases("n1", &[(run.id, run.fence)], until)
+        s.extend_leases("n1", &[(run.id, run.fence)], t0(), until)
             .await
             .unwrap()
             .is_empty()
@@ -411,7 +411,7 @@ async fn leases_extend_only_for_their_owner<S: Store>(s: S) {
         Some(until)
     );
     let lost = s
-        .extend_leases("n2", &[(run.id, run.fence)], until + 1.minute())
+        .extend_leases("n2", &[(run.id, run.fence)], t0(), until + 1.minute())
         .await
         .unwrap();
     assert_eq!(
@@ -420,7 +420,7 @@ async fn leases_extend_only_for_their_owner<S: Store>(s: S) {
         "another node's lease is not ours to extend"
     );
     let lost = s
-        .extend_leases("n1", &[(run.id, run.fence + 1)], until)
+        .extend_leases("n1", &[(run.id, run.fence + 1)], t0(), until)
         .await
         .unwrap();
     assert_eq!(

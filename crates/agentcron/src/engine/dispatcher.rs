@@ -84,6 +84,8 @@ fn start_attempt<S: Store, C: Clock>(ctx: &Arc<Ctx<S, C>>, claimed: ClaimedRun) 
             Executing {
                 fence,
                 cancel: cancel.clone(),
+                task: claimed.task.id,
+                starts_at: claimed.run.started_at.unwrap_or(claimed.run.run_at),
             },
         );
         // This node reclaimed a run it was still executing under an older

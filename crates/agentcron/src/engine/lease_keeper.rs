@@ -34,7 +34,7 @@ pub(super) async fn renew<S: Store, C: Clock>(ctx: &Ctx<S, C>) {
     let until = ctx.after(ctx.config.lease);
     match ctx
         .store
-        .extend_leases(&ctx.config.node, &held, until)
+        .extend_leases(&ctx.config.node, &held, ctx.clock.now(), until)
         .await
     {
         Ok(lost) => {

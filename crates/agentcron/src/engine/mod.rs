@@ -91,10 +91,13 @@ fn signed(d: Duration) -> SignedDuration {
     SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX)
 }
 
-/// An attempt executing on this node.
+/// An attempt executing (or about to start) on this node.
 struct Executing {
     fence: i64,
     cancel: CancellationToken,
+    task: crate::TaskId,
+    /// When the action starts (claims are made ahead of time).
+    starts_at: Timestamp,
 }
 
 /// What the loops share.
@@ -182,6 +185,29 @@ impl<S: Store, C: Clock> Ctx<S, C> {
     }
 }
 
+/// Records this node in the store at start.
+async fn register<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
+    let now = ctx.clock.now();
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let node = crate::model::Node {
+        id: ctx.config.node.clone(),
+        host: if host.is_empty() {
+            "unknown".into()
+        } else {
+            host
+        },
+        version: env!("CARGO_PKG_VERSION").into(),
+        started_at: now,
+        heartbeat_at: now,
+        skew_ms: 0,
+    };
+    if let Err(e) = ctx.store.register_node(node).await {
+        tracing::warn!(error = %e, "could not record this node");
+    }
+}
+
 /// A running engine: its loops run on the tokio runtime until
 /// [`Engine::shutdown`].
 pub struct Engine<S, C> {
@@ -215,6 +241,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
             completions,
             tracker: TaskTracker::new(),
         });
+        ctx.tracker.spawn(register(ctx.clone()));
         ctx.tracker.spawn(planner::run(ctx.clone()));
         ctx.tracker.spawn(dispatcher::run(ctx.clone()));
         ctx.tracker.spawn(lease_keeper::run(ctx.clone()));
@@ -256,6 +283,68 @@ impl<S: Store, C: Clock> Engine<S, C> {
             e.cancel.cancel();
         }
         Ok(cancelled)
+    }
+
+    /// Pauses a task: it stops firing, and the pause is recorded as an event.
+    /// Returns false if the task was not active.
+    pub async fn pause(&self, task: crate::TaskId) -> Result<bool, crate::store::StoreError> {
+        let now = self.ctx.clock.now();
+        let paused = self.ctx.store.pause_task(task, now).await?;
+        // Attempts claimed ahead for fires in the pause must not start.
+        if paused.is_some()
+            && let Ok(executing) = self.ctx.executing.lock()
+        {
+            for e in executing
+                .values()
+                .filter(|e| e.task == task && e.starts_at > now)
+            {
+                e.cancel.cancel();
+            }
+        }
+        self.wake();
+        Ok(paused.is_some())
+    }
+
+    /// Resumes a paused task from now on: fires that fell in the pause are
+    /// not run, but counted in the `resumed` event. Returns false if the task
+    /// was not paused (or does not exist).
+    pub async fn resume(&self, task: crate::TaskId) -> Result<bool, crate::store::StoreError> {
+        let Some(t) = self.ctx.store.get_task(task).await? else {
+            return Ok(false);
+        };
+        let now = self.ctx.clock.now();
+        let Ok(schedule) = crate::CompiledSchedule::compile(&t.spec.schedule, &t.id.to_string())
+        else {
+            return Ok(false);
+        };
+        let paused_at = self
+            .ctx
+            .store
+            .task_events(task)
+            .await?
+            .into_iter()
+            .rev()
+            .find(|e| e.kind == "paused")
+            .map(|e| e.at);
+        let mut skipped = 0u64;
+        if let Some(from) = paused_at {
+            let mut next = schedule.next_after(from);
+            while let Some(f) = next.filter(|f| *f <= now && skipped < 1_000_000) {
+                skipped += 1;
+                next = schedule.next_after(f);
+            }
+        }
+        let detail = serde_json::json!({
+            "paused_at": paused_at.map(|p| p.to_string()),
+            "fires_skipped": skipped,
+        });
+        let resumed = self
+            .ctx
+            .store
+            .resume_task(task, now, schedule.next_after(now), detail)
+            .await?;
+        self.wake();
+        Ok(resumed.is_some())
     }
 
     /// How many attempts are executing on this node.

@@ -12,7 +12,9 @@ use std::future::Future;
 
 use jiff::Timestamp;
 
-use crate::model::{Run, RunId, RunStatus, Task, TaskId, TaskSpec, TaskState, Trigger};
+use crate::model::{
+    Node, Run, RunId, RunStatus, Task, TaskEvent, TaskId, TaskSpec, TaskState, Trigger,
+};
 
 pub use sqlite::SqliteStore;
 
@@ -341,12 +343,14 @@ pub trait Store: Send + Sync + 'static {
         reason: &str,
     ) -> impl Future<Output = Result<Vec<RunId>, StoreError>> + Send;
 
-    /// Extends `owner`'s leases on these runs to `until`; returns the runs
+    /// Extends `owner`'s leases on these runs to `until` (and records the
+    /// node as seen at `now`); returns the runs
     /// whose lease it no longer holds.
     fn extend_leases(
         &self,
         owner: &str,
         runs: &[(RunId, i64)],
+        now: Timestamp,
         until: Timestamp,
     ) -> impl Future<Output = Result<Vec<RunId>, StoreError>> + Send;
 
@@ -362,6 +366,38 @@ pub trait Store: Send + Sync + 'static {
     /// `keep_runs` or created before `older_than`; never a queued, running or
     /// retrying run. Returns how many it deleted.
     fn prune(&self, p: PruneParams) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Pauses an active task: state `paused`, a `paused` event, and the runs
+    /// planned (or claimed) ahead for fires after `now` that have not started
+    /// are removed: they fall in the pause. Returns the task, or `None` if it
+    /// is not active.
+    fn pause_task(
+        &self,
+        id: TaskId,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Option<Task>, StoreError>> + Send;
+
+    /// Resumes a paused task at `next_fire_at`, recording a `resumed` event
+    /// with `detail` (e.g. the fires skipped). `None` if it is not paused.
+    fn resume_task(
+        &self,
+        id: TaskId,
+        now: Timestamp,
+        next_fire_at: Option<Timestamp>,
+        detail: serde_json::Value,
+    ) -> impl Future<Output = Result<Option<Task>, StoreError>> + Send;
+
+    /// A task's events, oldest first.
+    fn task_events(
+        &self,
+        id: TaskId,
+    ) -> impl Future<Output = Result<Vec<TaskEvent>, StoreError>> + Send;
+
+    /// Records that `node` started, or refreshes its row.
+    fn register_node(&self, node: Node) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The nodes, most recently seen first.
+    fn nodes(&self) -> impl Future<Output = Result<Vec<Node>, StoreError>> + Send;
 
     /// A run by id.
     fn get_run(&self, id: RunId) -> impl Future<Output = Result<Option<Run>, StoreError>> + Send;

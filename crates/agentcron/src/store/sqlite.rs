@@ -15,7 +15,9 @@ use super::{
     ClaimParams, ClaimedRun, FinishAttempt, NewTask, Outcome, PlanOutcome, PlanParams, ReapParams,
     Store, StoreError, TaskPlan, UpdateTask,
 };
-use crate::model::{Run, RunId, RunStatus, Task, TaskId, TaskSpec, TaskState, Trigger};
+use crate::model::{
+    Node, Run, RunId, RunStatus, Task, TaskEvent, TaskId, TaskSpec, TaskState, Trigger,
+};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 
@@ -480,6 +482,11 @@ impl Store for SqliteStore {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
+        sqlx::query("UPDATE nodes SET heartbeat_at = ? WHERE id = ?")
+            .bind(now)
+            .bind(&p.owner)
+            .execute(&mut **tx)
+            .await?;
         let runs = rows
             .iter()
             .map(run_from_row)
@@ -760,10 +767,16 @@ impl Store for SqliteStore {
         &self,
         owner: &str,
         runs: &[(RunId, i64)],
+        now: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<RunId>, StoreError> {
         self.count();
         let mut tx = self.write().await?;
+        sqlx::query("UPDATE nodes SET heartbeat_at = ? WHERE id = ?")
+            .bind(ms(now))
+            .bind(owner)
+            .execute(&mut **tx)
+            .await?;
         let mut lost = Vec::new();
         for (id, fence) in runs {
             let res = sqlx::query(
@@ -850,6 +863,147 @@ impl Store for SqliteStore {
         .await?;
         tx.commit().await?;
         Ok(res.rows_affected())
+    }
+
+    async fn pause_task(&self, id: TaskId, now: Timestamp) -> Result<Option<Task>, StoreError> {
+        self.count();
+        let mut tx = self.write().await?;
+        let res = sqlx::query(
+            "UPDATE tasks SET state = 'paused', version = version + 1, updated_at = ? \
+             WHERE id = ? AND state = 'active'",
+        )
+        .bind(ms(now))
+        .bind(id.to_string())
+        .execute(&mut **tx)
+        .await?;
+        if res.rows_affected() == 0 {
+            return Ok(None);
+        }
+        // Fires inside the pause that were planned, or even claimed, ahead of
+        // time and have not started: they never happen.
+        sqlx::query(
+            "DELETE FROM runs WHERE task_id = ? AND trigger = 'schedule' AND scheduled_for > ? \
+             AND (status = 'queued' AND attempt = 0 OR status = 'running' AND started_at > ?)",
+        )
+        .bind(id.to_string())
+        .bind(ms(now))
+        .bind(ms(now))
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query("INSERT INTO task_events (task_id, kind, at) VALUES (?, 'paused', ?)")
+            .bind(id.to_string())
+            .bind(ms(now))
+            .execute(&mut **tx)
+            .await?;
+        let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.to_string())
+            .fetch_one(&mut **tx)
+            .await?;
+        tx.commit().await?;
+        task_from_row(&row).map(Some)
+    }
+
+    async fn resume_task(
+        &self,
+        id: TaskId,
+        now: Timestamp,
+        next_fire_at: Option<Timestamp>,
+        detail: serde_json::Value,
+    ) -> Result<Option<Task>, StoreError> {
+        self.count();
+        let mut tx = self.write().await?;
+        let res = sqlx::query(
+            "UPDATE tasks SET state = 'active', next_fire_at = ?, version = version + 1, \
+             updated_at = ? WHERE id = ? AND state = 'paused'",
+        )
+        .bind(next_fire_at.map(ms))
+        .bind(ms(now))
+        .bind(id.to_string())
+        .execute(&mut **tx)
+        .await?;
+        if res.rows_affected() == 0 {
+            return Ok(None);
+        }
+        sqlx::query(
+            "INSERT INTO task_events (task_id, kind, at, detail) VALUES (?, 'resumed', ?, ?)",
+        )
+        .bind(id.to_string())
+        .bind(ms(now))
+        .bind(detail.to_string())
+        .execute(&mut **tx)
+        .await?;
+        let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.to_string())
+            .fetch_one(&mut **tx)
+            .await?;
+        tx.commit().await?;
+        task_from_row(&row).map(Some)
+    }
+
+    async fn task_events(&self, id: TaskId) -> Result<Vec<TaskEvent>, StoreError> {
+        self.count();
+        let rows = sqlx::query(
+            "SELECT task_id, kind, at, detail FROM task_events WHERE task_id = ? ORDER BY at, id",
+        )
+        .bind(id.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let task_id: String = row.try_get("task_id")?;
+                Ok(TaskEvent {
+                    task_id: task_id.parse().map_err(|e| corrupt("task_events", e))?,
+                    kind: row.try_get("kind")?,
+                    at: instant("task_events", row.try_get("at")?)?,
+                    detail: opt_json("task_events", row.try_get("detail")?)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn register_node(&self, node: Node) -> Result<(), StoreError> {
+        self.count();
+        let mut tx = self.write().await?;
+        sqlx::query(
+            "INSERT INTO nodes (id, host, version, started_at, heartbeat_at, skew_ms) \
+             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET host = excluded.host, \
+             version = excluded.version, started_at = excluded.started_at, \
+             heartbeat_at = excluded.heartbeat_at, skew_ms = excluded.skew_ms",
+        )
+        .bind(&node.id)
+        .bind(&node.host)
+        .bind(&node.version)
+        .bind(ms(node.started_at))
+        .bind(ms(node.heartbeat_at))
+        .bind(node.skew_ms)
+        .execute(&mut **tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn nodes(&self) -> Result<Vec<Node>, StoreError> {
+        self.count();
+        let rows = sqlx::query(
+            "SELECT id, host, version, started_at, heartbeat_at, skew_ms FROM nodes \
+             ORDER BY heartbeat_at DESC",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Node {
+                    id: row.try_get("id")?,
+                    host: row.try_get("host")?,
+                    version: row.try_get("version")?,
+                    started_at: instant("nodes", row.try_get("started_at")?)?,
+                    heartbeat_at: instant("nodes", row.try_get("heartbeat_at")?)?,
+                    skew_ms: row.try_get("skew_ms")?,
+                })
+            })
+            .collect()
     }
 
     async fn get_run(&self, id: RunId) -> Result<Option<Run>, StoreError> {
