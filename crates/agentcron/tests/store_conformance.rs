@@ -912,6 +912,113 @@ async fn cancel_and_lease_expiry<S: Store>(s: S) {
     assert!(!s.cancel_run(RunId::new(), t0(), "nobody").await.unwrap());
 }
 
+async fn pause_resume_events_and_nodes<S: Store>(s: S) {
+    let task = new_task(&s, "t", 1, t0()).await;
+    // A fire planned ahead (09:05) and the one due now (09:00).
+    let ahead = |t: &Task| {
+        let mut p = queue_due(t);
+        p.runs[0].scheduled_for = t0() + 5.minutes();
+        p.runs[0].run_at = t0() + 5.minutes();
+        p.next_fire_at = Some(t0() + 10.minutes());
+        p
+    };
+    s.plan(
+        PlanParams {
+            now: t0(),
+            horizon: t0() + 5.minutes(),
+            limit: 10,
+        },
+        &ahead,
+    )
+    .await
+    .unwrap();
+    let paused = s
+        .pause_task(task.id, t0() + 1.minute())
+        .await
+        .unwrap()
+        .expect("was active");
+    assert_eq!((paused.state, paused.version), (TaskState::Paused, 2));
+    assert!(
+        s.runs_of_task(task.id, 10).await.unwrap().is_empty(),
+        "the fire inside the pause is gone"
+    );
+    assert!(
+        s.pause_task(task.id, t0() + 2.minutes())
+            .await
+            .unwrap()
+            .is_none(),
+        "not active"
+    );
+    assert_eq!(
+        s.next_fire_at().await.unwrap(),
+        None,
+        "a paused task is not planned"
+    );
+    let resumed = s
+        .resume_task(
+            task.id,
+            t0() + 20.minutes(),
+            Some(t0() + 25.minutes()),
+            serde_json::json!({"fires_skipped": 3}),
+        )
+        .await
+        .unwrap()
+        .expect("was paused");
+    assert_eq!(
+        (resumed.state, resumed.next_fire_at),
+        (TaskState::Active, Some(t0() + 25.minutes()))
+    );
+    assert!(
+        s.resume_task(task.id, t0(), None, serde_json::json!({}))
+            .await
+            .unwrap()
+            .is_none(),
+        "not paused"
+    );
+    let events = s.task_events(task.id).await.unwrap();
+    let kinds: Vec<_> = events.iter().map(|e| (e.kind.as_str(), e.at)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("paused", t0() + 1.minute()),
+            ("resumed", t0() + 20.minutes())
+        ]
+    );
+    assert_eq!(
+        events[1].detail,
+        Some(serde_json::json!({"fires_skipped": 3}))
+    );
+    // Nodes: registered, refreshed by claims.
+    let node = agentcron::Node {
+        id: "n1".into(),
+        host: "h".into(),
+        version: "0.1.0".into(),
+        started_at: t0(),
+        heartbeat_at: t0(),
+        skew_ms: 0,
+    };
+    s.register_node(node.clone()).await.unwrap();
+    s.register_node(node.clone()).await.unwrap();
+    assert_eq!(s.nodes().await.unwrap(), vec![node]);
+    s.plan(
+        PlanParams {
+            now: t0() + 25.minutes(),
+            horizon: t0() + 25.minutes(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    s.claim_runs(claim(t0() + 25.minutes(), "n1", 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.nodes().await.unwrap()[0].heartbeat_at,
+        t0() + 25.minutes()
+    );
+}
+
 /// Instantiates every conformance test for one backend; `$open` is an async
 /// expression yielding a fresh, empty store.
 macro_rules! backend {
@@ -933,6 +1040,7 @@ macro_rules! backend {
                 pruning_keeps_the_newest_and_the_young_and_never_live_runs,
                 overlap_operations_defer_wake_and_cancel,
                 cancel_and_lease_expiry,
+                pause_resume_events_and_nodes,
             );
         }
     };
