@@ -38,9 +38,6 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
             match ctx.store.claim_runs(params).await {
                 Ok(claimed) => {
                     let full = claimed.len() == free;
-                    if !claimed.is_empty() {
-                        ctx.reap_wakeup.notify_one();
-                    }
                     for c in claimed {
                         start_attempt(&ctx, c);
                     }

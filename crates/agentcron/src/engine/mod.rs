@@ -111,7 +111,7 @@ struct Ctx<S, C> {
     /// Set when the node stops claiming (graceful stop).
     draining: CancellationToken,
     plan_wakeup: Notify,
-    /// Wakes the reaper (new claims change the earliest lease expiry).
+    /// Wakes the reaper ([`Engine::wake`]).
     reap_wakeup: Notify,
     /// Wakes the pruner (outcomes were recorded, so history grew).
     prune_wakeup: Notify,
@@ -261,6 +261,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
     pub fn wake(&self) {
         self.ctx.plan_wakeup.notify_one();
         self.ctx.dispatch_wakeup.notify_one();
+        self.ctx.reap_wakeup.notify_one();
     }
 
     /// Cancels a run that has not finished. A run executing on this node is

@@ -1,7 +1,8 @@
 //! The reaper: requeues runs whose lease expired — their node died — as a
 //! `recovery` attempt (same run id, higher fence), or fails them when their
-//! attempts are spent. Sleeps until the earliest lease expiry (every half
-//! lease while this node holds leases of its own), or until this node claims.
+//! attempts are spent. Sleeps until the earliest lease expiry it knows of
+//! (every half lease while this node holds leases of its own, which the lease
+//! keeper renews); `max_sleep` bounds it where other nodes claim too.
 
 use std::sync::Arc;
 

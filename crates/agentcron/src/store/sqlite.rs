@@ -777,22 +777,27 @@ impl Store for SqliteStore {
             .bind(owner)
             .execute(&mut **tx)
             .await?;
-        let mut lost = Vec::new();
-        for (id, fence) in runs {
-            let res = sqlx::query(
-                "UPDATE runs SET lease_expires_at = ? \
-                 WHERE id = ? AND fence = ? AND lease_owner = ? AND status = 'running'",
-            )
-            .bind(ms(until))
-            .bind(id.to_string())
-            .bind(fence)
-            .bind(owner)
-            .execute(&mut **tx)
-            .await?;
-            if res.rows_affected() == 0 {
-                lost.push(*id);
+        // One statement per chunk; the leases still held come back.
+        let mut held = std::collections::HashSet::new();
+        for chunk in runs.chunks(chunk_rows(2)) {
+            let sql = format!(
+                "WITH v (id, fence) AS (VALUES {}) \
+                 UPDATE runs SET lease_expires_at = ? FROM v \
+                 WHERE runs.id = v.id AND runs.fence = v.fence AND runs.lease_owner = ? \
+                 AND runs.status = 'running' RETURNING runs.id",
+                placeholders(chunk.len(), 2)
+            );
+            let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            for (id, fence) in chunk {
+                q = q.bind(id.to_string()).bind(*fence);
             }
+            held.extend(q.bind(ms(until)).bind(owner).fetch_all(&mut **tx).await?);
         }
+        let lost = runs
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| !held.contains(&id.to_string()))
+            .collect();
         tx.commit().await?;
         Ok(lost)
     }
