@@ -294,6 +294,10 @@ pub struct RetryPolicy {
     pub max_attempts: u32,
     /// Delays between attempts.
     pub backoff: Backoff,
+    /// Also retry HTTP 4xx answers (408 and 429 always retry; other 4xx do
+    /// not unless this is set).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub retry_4xx: bool,
 }
 
 impl Default for RetryPolicy {
@@ -301,6 +305,7 @@ impl Default for RetryPolicy {
         RetryPolicy {
             max_attempts: 1,
             backoff: Backoff::default(),
+            retry_4xx: false,
         }
     }
 }

@@ -144,6 +144,28 @@ async fn server_errors_retry_honouring_retry_after_and_client_errors_do_not() {
         .unwrap()
         .shutdown(std::time::Duration::from_secs(1))
         .await;
+
+    // ...unless the task says 4xx answers are worth another try.
+    let mut server = TestServer::start(vec![status(404, &[]), ok("found it")]).await;
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), Handlers::new()).await;
+    let retry = serde_json::json!({"retry": {"max_attempts": 3, "retry_4xx": true, "backoff": {"initial": "1s", "jitter": 0}}});
+    let task = h.create(http_task(&server.url, retry)).await;
+    h.set("2026-11-30T09:00:00Z");
+    server.next().await;
+    h.until(&task, "404 retries when asked", |r| {
+        r.first().is_some_and(|r| r.status == RunStatus::Retrying)
+    })
+    .await;
+    h.set("2026-11-30T09:00:01Z");
+    server.next().await;
+    h.until(&task, "the retry succeeds", |r| {
+        r[0].status == RunStatus::Succeeded
+    })
+    .await;
+    h.engine
+        .unwrap()
+        .shutdown(std::time::Duration::from_secs(1))
+        .await;
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The `http` action: call an agent's endpoint. 2xx is success and the
 //! response body (capped) is the run's result. 408, 429 and 5xx are worth a
-//! retry (honouring `Retry-After`), as are network errors; other 4xx are not.
+//! retry (honouring `Retry-After`), as are network errors; other 4xx are not,
+//! unless the task sets `retry.retry_4xx`.
 //!
 //! Every request carries `Idempotency-Key: <run id>` (the same on every
 //! attempt and recovery), `X-Agentcron-Run`, `-Attempt`, `-Fence`, and a W3C
@@ -34,6 +35,7 @@ pub(crate) async fn call(
     headers: &BTreeMap<String, String>,
     body: Option<&serde_json::Value>,
     attempt: &Attempt,
+    retry_4xx: bool,
 ) -> Result<Option<serde_json::Value>, ActionError> {
     let method = reqwest::Method::from_bytes(method.as_bytes())
         .map_err(|_| ActionError::permanent(format!("invalid HTTP method `{method}`")))?;
@@ -71,7 +73,11 @@ pub(crate) async fn call(
     let snippet: String = String::from_utf8_lossy(&body).chars().take(200).collect();
     let message = format!("HTTP {status} from {url}: {snippet}");
     let code = status.as_u16();
-    if code == 408 || code == 429 || status.is_server_error() {
+    if code == 408
+        || code == 429
+        || status.is_server_error()
+        || (retry_4xx && status.is_client_error())
+    {
         Err(ActionError::Retryable {
             message,
             retry_after,

@@ -68,6 +68,7 @@ impl Actions {
     pub(crate) async fn perform(
         &self,
         action: &ActionSpec,
+        retry: &crate::model::RetryPolicy,
         attempt: &Attempt,
         cancel: CancellationToken,
     ) -> Result<Done, ActionError> {
@@ -81,9 +82,17 @@ impl Actions {
                 url,
                 headers,
                 body,
-            } => http::call(&self.http, method, url, headers, body.as_ref(), attempt)
-                .await
-                .map(result),
+            } => http::call(
+                &self.http,
+                method,
+                url,
+                headers,
+                body.as_ref(),
+                attempt,
+                retry.retry_4xx,
+            )
+            .await
+            .map(result),
             ActionSpec::Handler { name, payload } => {
                 let context = HandlerContext {
                     run_id: attempt.run_id,

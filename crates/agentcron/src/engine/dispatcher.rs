@@ -164,7 +164,7 @@ async fn attempt<S: Store, C: Clock>(
     };
     let work = ctx
         .actions
-        .perform(&task.spec.action, &info, cancel.clone());
+        .perform(&task.spec.action, &task.spec.retry, &info, cancel.clone());
     let deadline = task
         .spec
         .timeout
