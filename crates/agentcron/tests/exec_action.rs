@@ -18,15 +18,14 @@ fn exec_config() -> EngineConfig {
 }
 
 fn exec_task(script: &str, extra: serde_json::Value) -> serde_json::Value {
-    let mut spec = serde_json::json!({
-        "name": "script",
-        "schedule": {"cron": "* * * * *"},
-        "action": {"type": "exec", "command": ["sh", "-c", script], "env": {"GREETING": "hello"}},
-    });
-    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
-        s.extend(e.clone());
-    }
-    spec
+    merged(
+        serde_json::json!({
+            "name": "script",
+            "schedule": {"cron": "* * * * *"},
+            "action": {"type": "exec", "command": ["sh", "-c", script], "env": {"GREETING": "hello"}},
+        }),
+        extra,
+    )
 }
 
 #[tokio::test]

@@ -10,17 +10,16 @@ use agentcron_testkit::http::{Reply, TestServer, ok, status};
 use support::*;
 
 fn http_task(url: &str, extra: serde_json::Value) -> serde_json::Value {
-    let mut spec = serde_json::json!({
-        "name": "agent-call",
-        "schedule": {"cron": "* * * * *"},
-        "action": {"type": "http", "method": "POST", "url": format!("{url}/agent"),
-                   "headers": {"X-Team": "sales"},
-                   "body": {"question": "sales before {{ run.scheduled_for }}", "task": "{{ task.name }}", "n": 3}},
-    });
-    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
-        s.extend(e.clone());
-    }
-    spec
+    merged(
+        serde_json::json!({
+            "name": "agent-call",
+            "schedule": {"cron": "* * * * *"},
+            "action": {"type": "http", "method": "POST", "url": format!("{url}/agent"),
+                       "headers": {"X-Team": "sales"},
+                       "body": {"question": "sales before {{ run.scheduled_for }}", "task": "{{ task.name }}", "n": 3}},
+        }),
+        extra,
+    )
 }
 
 #[tokio::test]

@@ -26,6 +26,17 @@ pub struct Seen {
     pub fence: i64,
 }
 
+impl Seen {
+    fn of(ctx: &agentcron::HandlerContext) -> Seen {
+        Seen {
+            run: ctx.run_id,
+            scheduled_for: ctx.scheduled_for,
+            attempt: ctx.attempt,
+            fence: ctx.fence,
+        }
+    }
+}
+
 pub struct Harness {
     pub engine: Option<Engine<SqliteStore, Arc<ManualClock>>>,
     pub store: SqliteStore,
@@ -140,12 +151,7 @@ pub fn reporting(
         let tx = tx.clone();
         let behave = behave.clone();
         async move {
-            let _ = tx.send(Seen {
-                run: ctx.run_id,
-                scheduled_for: ctx.scheduled_for,
-                attempt: ctx.attempt,
-                fence: ctx.fence,
-            });
+            let _ = tx.send(Seen::of(&ctx));
             behave(ctx.attempt).map(|()| Some(serde_json::json!({"attempt": ctx.attempt})))
         }
     });
@@ -166,12 +172,7 @@ pub fn holding() -> (
         let tx = tx.clone();
         let release = r.clone();
         async move {
-            let _ = tx.send(Seen {
-                run: ctx.run_id,
-                scheduled_for: ctx.scheduled_for,
-                attempt: ctx.attempt,
-                fence: ctx.fence,
-            });
+            let _ = tx.send(Seen::of(&ctx));
             tokio::select! {
                 _ = release.notified() => Ok(None),
                 _ = ctx.cancel.cancelled() => Err(ActionError::permanent("cancelled")),
@@ -183,11 +184,18 @@ pub fn holding() -> (
 
 /// A task spec firing every minute with the named handler, plus `extra` keys.
 pub fn every_minute(handler: &str, extra: serde_json::Value) -> serde_json::Value {
-    let mut spec = serde_json::json!({
-        "name": "job",
-        "schedule": {"cron": "* * * * *"},
-        "action": {"type": "handler", "name": handler},
-    });
+    merged(
+        serde_json::json!({
+            "name": "job",
+            "schedule": {"cron": "* * * * *"},
+            "action": {"type": "handler", "name": handler},
+        }),
+        extra,
+    )
+}
+
+/// `spec` with the top-level keys of `extra` added (or replaced).
+pub fn merged(mut spec: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
     if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
         s.extend(e.clone());
     }
