@@ -29,6 +29,8 @@ pub(crate) struct Config {
     pub(crate) shutdown_grace: HumanDuration,
     /// Whether `exec` actions run on this node.
     pub(crate) exec_enabled: bool,
+    /// Largest action result (http body, exec output) kept, in bytes.
+    pub(crate) max_result_bytes: usize,
     /// `human` or `json`.
     pub(crate) log_format: LogFormat,
     /// `error`, `warn`, `info`, `debug` or `trace`.
@@ -68,6 +70,7 @@ impl Default for Config {
             lease: HumanDuration::from_secs(30),
             shutdown_grace: HumanDuration::from_secs(30),
             exec_enabled: false,
+            max_result_bytes: 64 * 1024,
             log_format: LogFormat::Human,
             log_level: "info".into(),
             history: History::default(),

@@ -19,6 +19,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         workers: config.workers,
         lease: config.lease.to_std(),
         exec_enabled: config.exec_enabled,
+        max_result_bytes: config.max_result_bytes,
         keep_runs: config.history.keep_runs,
         keep_for: config.history.keep_for.to_std(),
         ..EngineConfig::default()

@@ -193,6 +193,39 @@ async fn large_responses_are_capped_and_refused_connections_retry() {
         .and_then(|r| r.as_str())
         .unwrap()
         .len();
+    let configured = {
+        let mut server = TestServer::start(vec![Reply::Respond {
+            status: 200,
+            headers: vec![],
+            body: "y".repeat(5000),
+        }])
+        .await;
+        let config = agentcron::EngineConfig {
+            max_result_bytes: 1000,
+            ..config()
+        };
+        let h = Harness::start_with(ts("2026-11-30T08:59:50Z"), Handlers::new(), config).await;
+        let task = h
+            .create(http_task(&server.url, serde_json::json!({})))
+            .await;
+        h.set("2026-11-30T09:00:00Z");
+        server.next().await;
+        let runs = h
+            .until(&task, "the run succeeds", |r| {
+                r.first().is_some_and(|r| r.status == RunStatus::Succeeded)
+            })
+            .await;
+        h.engine
+            .unwrap()
+            .shutdown(std::time::Duration::from_secs(1))
+            .await;
+        runs[0]
+            .result
+            .as_ref()
+            .and_then(|r| r.as_str())
+            .map(str::len)
+    };
+    assert_eq!(configured, Some(1000), "the cap is configurable");
     assert_eq!(kept, 64 * 1024, "the result is capped at 64 KiB");
     h.engine
         .unwrap()

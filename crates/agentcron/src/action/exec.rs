@@ -15,14 +15,12 @@ use tokio::process::Command;
 
 use super::{ActionError, Attempt, Done};
 
-/// Largest stdout (and stderr) kept; the rest is read and dropped.
-const OUTPUT_CAP: usize = 64 * 1024;
-
 pub(crate) async fn run(
     command: &[String],
     env: &BTreeMap<String, String>,
     cwd: Option<&str>,
     attempt: &Attempt,
+    cap: usize,
 ) -> Result<Done, ActionError> {
     let Some((program, args)) = command.split_first() else {
         return Err(ActionError::permanent("exec action has an empty command"));
@@ -63,8 +61,8 @@ pub(crate) async fn run(
             let _ = stdin.write_all(input.to_string().as_bytes()).await;
         }
     };
-    let stdout = read_capped(child.stdout.take());
-    let stderr = read_capped(child.stderr.take());
+    let stdout = read_capped(child.stdout.take(), cap);
+    let stderr = read_capped(child.stderr.take(), cap);
     let ((), out, err, status) = tokio::join!(feed, stdout, stderr, child.wait());
     let status = status
         .map_err(|e| ActionError::retryable(format!("waiting for `{program}` failed: {e}")))?;
@@ -95,7 +93,8 @@ pub(crate) async fn run(
     }))
 }
 
-async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> Vec<u8> {
+/// Reads a pipe to its end, keeping at most `cap` bytes.
+async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, cap: usize) -> Vec<u8> {
     let mut kept = Vec::new();
     let Some(mut pipe) = pipe else { return kept };
     let mut buf = [0u8; 8192];
@@ -104,7 +103,7 @@ async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> Vec<u8> {
         if n == 0 {
             break;
         }
-        let room = OUTPUT_CAP.saturating_sub(kept.len());
+        let room = cap.saturating_sub(kept.len());
         kept.extend_from_slice(&buf[..n.min(room)]);
     }
     kept

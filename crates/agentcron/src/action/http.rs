@@ -14,9 +14,6 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::{ActionError, Attempt, template};
 
-/// Largest response body kept as the result; the rest is cut off.
-pub(crate) const RESULT_CAP: usize = 64 * 1024;
-
 /// A client shared by all attempts (connection pooling).
 pub(crate) fn client() -> Result<reqwest::Client, ActionError> {
     // rustls needs one process-wide crypto provider; installing twice is harmless.
@@ -28,15 +25,27 @@ pub(crate) fn client() -> Result<reqwest::Client, ActionError> {
         .map_err(|e| ActionError::permanent(format!("cannot build the HTTP client: {e}")))
 }
 
+/// What to send: an `http` action's own fields.
+pub(crate) struct Call<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) url: &'a str,
+    pub(crate) headers: &'a BTreeMap<String, String>,
+    pub(crate) body: Option<&'a serde_json::Value>,
+}
+
 pub(crate) async fn call(
     client: &reqwest::Client,
-    method: &str,
-    url: &str,
-    headers: &BTreeMap<String, String>,
-    body: Option<&serde_json::Value>,
+    call: Call<'_>,
     attempt: &Attempt,
     retry_4xx: bool,
+    cap: usize,
 ) -> Result<Option<serde_json::Value>, ActionError> {
+    let Call {
+        method,
+        url,
+        headers,
+        body,
+    } = call;
     let method = reqwest::Method::from_bytes(method.as_bytes())
         .map_err(|_| ActionError::permanent(format!("invalid HTTP method `{method}`")))?;
     let mut request = client
@@ -66,7 +75,7 @@ pub(crate) async fn call(
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_retry_after);
-    let body = read_capped(&mut response).await?;
+    let body = read_capped(&mut response, cap).await?;
     if status.is_success() {
         return Ok(Some(as_result(&body)));
     }
@@ -105,15 +114,15 @@ fn standard_headers(a: &Attempt) -> Result<HeaderMap, ActionError> {
     Ok(h)
 }
 
-/// Reads at most [`RESULT_CAP`] bytes of the body.
-async fn read_capped(response: &mut reqwest::Response) -> Result<Vec<u8>, ActionError> {
+/// Reads at most `cap` bytes of the body.
+async fn read_capped(response: &mut reqwest::Response, cap: usize) -> Result<Vec<u8>, ActionError> {
     let mut body = Vec::new();
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
-                let room = RESULT_CAP - body.len();
+                let room = cap.saturating_sub(body.len());
                 body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                if body.len() >= RESULT_CAP {
+                if body.len() >= cap {
                     break;
                 }
             }

@@ -53,14 +53,21 @@ pub(crate) struct Actions {
     pub(crate) http: reqwest::Client,
     /// Whether this node runs `exec` actions.
     pub(crate) exec_enabled: bool,
+    /// Largest result or output kept, in bytes.
+    pub(crate) max_result: usize,
 }
 
 impl Actions {
-    pub(crate) fn new(handlers: Handlers, exec_enabled: bool) -> Result<Self, ActionError> {
+    pub(crate) fn new(
+        handlers: Handlers,
+        exec_enabled: bool,
+        max_result: usize,
+    ) -> Result<Self, ActionError> {
         Ok(Actions {
             handlers,
             http: http::client()?,
             exec_enabled,
+            max_result,
         })
     }
 
@@ -84,12 +91,15 @@ impl Actions {
                 body,
             } => http::call(
                 &self.http,
-                method,
-                url,
-                headers,
-                body.as_ref(),
+                http::Call {
+                    method,
+                    url,
+                    headers,
+                    body: body.as_ref(),
+                },
                 attempt,
                 retry.retry_4xx,
+                self.max_result,
             )
             .await
             .map(result),
@@ -111,7 +121,7 @@ impl Actions {
                  in agentcron.toml or AGENTCRON_EXEC_ENABLED=true",
             )),
             ActionSpec::Exec { command, env, cwd } => {
-                exec::run(command, env, cwd.as_deref(), attempt).await
+                exec::run(command, env, cwd.as_deref(), attempt, self.max_result).await
             }
         }
     }

@@ -54,6 +54,8 @@ pub struct EngineConfig {
     pub plan_batch: u32,
     /// Whether this node runs `exec` actions (off by default).
     pub exec_enabled: bool,
+    /// Largest action result (http body, exec stdout and stderr) kept, in bytes.
+    pub max_result_bytes: usize,
     /// How early the planner records upcoming fires.
     pub plan_ahead: Duration,
     /// How early the dispatcher claims a run; the attempt then waits for
@@ -77,6 +79,7 @@ impl Default for EngineConfig {
             max_sleep: None,
             plan_batch: 500,
             exec_enabled: false,
+            max_result_bytes: 64 * 1024,
             plan_ahead: Duration::from_secs(1),
             claim_ahead: Duration::from_millis(500),
             keep_runs: 1000,
@@ -227,7 +230,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
         let ctx = Arc::new(Ctx {
             store,
             clock,
-            actions: Actions::new(handlers, config.exec_enabled)?,
+            actions: Actions::new(handlers, config.exec_enabled, config.max_result_bytes)?,
             config,
             shutdown: CancellationToken::new(),
             draining: CancellationToken::new(),
