@@ -14,16 +14,15 @@
 //! - [`store`]: the [`store::Store`] trait (one method per database
 //!   operation) and its backends ([`store::SqliteStore`] today), with the
 //!   migrations in `migrations/<backend>/`.
-//!
 //! - [`engine`]: the loops every node runs — planner, dispatcher, lease
-//!   keeper, reaper — started by [`Engine::start`].
-//! - `action`: what a run does; [`Handlers`] are in-process functions
-//!   registered by name, and an [`ActionError`] says whether to retry.
+//!   keeper, reaper, pruner, completer — started by [`Engine::start`], plus
+//!   [`Engine::pause`], [`Engine::resume`] and [`Engine::cancel_run`].
+//! - `action`: what a run does — `http`, `exec` (process groups) and
+//!   in-process [`Handlers`] registered by name; an [`ActionError`] says
+//!   whether to retry.
 //! - `clock`: [`SystemClock`] in production, [`ManualClock`] in tests.
 //!
-//! Still being built (issue 3): HTTP and exec actions, the pruner, the
-//! `replace` and `queue` overlap policies; `docs/architecture.md` tracks what
-//! exists.
+//! `docs/architecture.md` describes how these fit together.
 
 #![forbid(unsafe_code)]
 
