@@ -1,7 +1,7 @@
 //! The planner: turns due tasks into ledger rows and moves each task's
 //! `next_fire_at` along its schedule, applying the misfire policy.
 //!
-//! [`plan_task`] is the pure decision (tested on its own); [`run`] is the
+//! [`plan_task`] is the pure decision (tested on its own); `run` is the
 //! loop: sleep until the earliest `next_fire_at` or a wake-up, then plan in
 //! one store transaction.
 
