@@ -8,12 +8,15 @@
 //! - `serve`: the daemon — opens the database, brings `[[task]]`s up to date,
 //!   runs the engine until SIGTERM/SIGINT, stops gracefully.
 //! - `config`: defaults < `agentcron.toml` < `AGENTCRON_*` < flags.
+//! - `api`: the HTTP API (so far health, readiness, create and read tasks),
+//!   errors as `application/problem+json`.
 //!
-//! The REST API, dashboard, metrics and MCP arrive with their issues; see
-//! `docs/architecture.md`.
+//! The rest of the REST API, the dashboard, metrics and MCP arrive with their
+//! issues; see `docs/architecture.md`.
 
 #![forbid(unsafe_code)]
 
+mod api;
 mod config;
 mod cron_cmd;
 mod serve;

@@ -24,8 +24,27 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         keep_for: config.history.keep_for.to_std(),
         ..EngineConfig::default()
     };
-    let engine = Engine::start(store, SystemClock, engine_config, Handlers::new())
+    let listener = bind(&config.listen).await?;
+    let address = listener
+        .local_addr()
+        .context("reading the listen address")?;
+    let engine = Engine::start(store.clone(), SystemClock, engine_config, Handlers::new())
         .context("starting the engine")?;
+    let engine = std::sync::Arc::new(engine);
+    let api = std::sync::Arc::new(crate::api::Api {
+        store,
+        engine: engine.clone(),
+    });
+    let stop_http = tokio_util::sync::CancellationToken::new();
+    let http = {
+        let stop = stop_http.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, crate::api::router(api))
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        })
+    };
+    tracing::info!("listening on http://{address}");
     tracing::info!(
         database = %config.database,
         node = %node,
@@ -36,9 +55,38 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     );
     wait_for_stop_signal().await?;
     tracing::info!(grace = %config.shutdown_grace, "stopping: no new claims; letting running attempts finish");
-    engine.shutdown(config.shutdown_grace.to_std()).await;
+    stop_http.cancel();
+    match http.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "the HTTP server stopped with an error"),
+        Err(e) => tracing::warn!(error = %e, "the HTTP server task failed"),
+    }
+    // The API held the other handle; it has stopped.
+    match std::sync::Arc::into_inner(engine) {
+        Some(engine) => engine.shutdown(config.shutdown_grace.to_std()).await,
+        None => tracing::warn!("the engine is still shared; skipping the graceful stop"),
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Binds the API's address. Until API tokens exist, only loopback addresses
+/// are allowed: an open scheduler on a network is a remote-execution hole.
+async fn bind(listen: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let addr: std::net::SocketAddr = listen.parse().map_err(|_| {
+        UsageError(format!(
+            "listen `{listen}` is not an address like 127.0.0.1:8080"
+        ))
+    })?;
+    if !addr.ip().is_loopback() {
+        bail!(UsageError(format!(
+            "refusing to listen on {addr}: it is not a loopback address and no API tokens are configured \
+             (token authentication is not built yet; listen on 127.0.0.1 and put a proxy with authentication in front)"
+        )));
+    }
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))
 }
 
 async fn open(url: &str) -> anyhow::Result<SqliteStore> {

@@ -72,6 +72,18 @@ fn claim(now: Timestamp, owner: &str, limit: u32) -> ClaimParams {
 
 async fn tasks_create_get_and_reject_duplicate_names<S: Store>(s: S) {
     let task = new_task(&s, "report", 1, t0()).await;
+    // What create returns is what a read returns, even for sub-millisecond instants.
+    let precise = t0() + jiff::SignedDuration::from_nanos(123_456_789);
+    let fine = s
+        .create_task(NewTask {
+            id: TaskId::new(),
+            spec: spec("fine", 1),
+            next_fire_at: Some(precise),
+            now: precise,
+        })
+        .await
+        .unwrap();
+    assert_eq!(s.get_task(fine.id).await.unwrap(), Some(fine.clone()));
     assert_eq!(task.version, 1);
     assert_eq!(task.state, TaskState::Active);
     assert_eq!(s.get_task(task.id).await.unwrap(), Some(task.clone()));

@@ -367,14 +367,15 @@ impl Store for SqliteStore {
         match res {
             Err(e) if is_unique_violation(&e) => Err(StoreError::DuplicateName(p.spec.name)),
             Err(e) => Err(e.into()),
+            // What was stored: instants at millisecond precision.
             Ok(_) => Ok(Task {
                 id: p.id,
                 spec: p.spec,
                 state: TaskState::Active,
-                next_fire_at: p.next_fire_at,
+                next_fire_at: opt_instant("tasks", p.next_fire_at.map(ms))?,
                 version: 1,
-                created_at: p.now,
-                updated_at: p.now,
+                created_at: instant("tasks", ms(p.now))?,
+                updated_at: instant("tasks", ms(p.now))?,
             }),
         }
     }

@@ -1,0 +1,229 @@
+//! The HTTP API of a real `agentcron serve` process on 127.0.0.1:0.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+struct Server {
+    child: Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `agentcron serve` on a free loopback port and waits for its address.
+fn serve() -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = format!("sqlite://{}", dir.path().join("agentcron.db").display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentcron"))
+        .args([
+            "serve",
+            "--database",
+            &db,
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agentcron starts");
+    let stderr = child.stderr.take().expect("piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .expect("serve logs its address before exiting")
+            .expect("utf-8 log");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest
+                .trim_end_matches(|c| c == '"' || c == '}')
+                .split('"')
+                .next()
+                .expect("address")
+                .to_string();
+        }
+    };
+    // Keep draining the log so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server {
+        child,
+        base,
+        _dir: dir,
+    }
+}
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+fn example_task() -> serde_json::Value {
+    serde_json::json!({
+        "name": "daily-report",
+        "schedule": {"cron": "0 9 * * 1-5", "timezone": "Asia/Shanghai"},
+        "action": {"type": "http", "method": "POST", "url": "http://127.0.0.1:9000/agent",
+                   "headers": {"X-Team": "sales"}, "body": {"question": "yesterday's sales"}},
+        "retry": {"max_attempts": 3, "backoff": {"initial": "2s", "max": "5m"}},
+        "timeout": "30s", "overlap": "forbid",
+        "misfire": {"policy": "once", "grace": "10m"},
+        "labels": {"team": "sales"}
+    })
+}
+
+#[tokio::test]
+async fn health_create_read_and_problems() {
+    let server = serve();
+    let http = client();
+    let url = |path: &str| format!("{}{path}", server.base);
+
+    let health = http.get(url("/healthz")).send().await.expect("healthz");
+    assert_eq!(
+        (health.status().as_u16(), health.text().await.expect("body")),
+        (200, "ok".to_string())
+    );
+    let ready: serde_json::Value = http
+        .get(url("/readyz"))
+        .send()
+        .await
+        .expect("readyz")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ready, serde_json::json!({"status": "ready"}));
+
+    // Create: 201, Location, the stored task with everything sent.
+    let created = http
+        .post(url("/api/v1/tasks"))
+        .json(&example_task())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(created.status().as_u16(), 201);
+    let location = created.headers()["location"]
+        .to_str()
+        .expect("ascii")
+        .to_string();
+    let task: serde_json::Value = created.json().await.expect("json");
+    assert_eq!(
+        location,
+        format!("/api/v1/tasks/{}", task["id"].as_str().expect("id"))
+    );
+    assert_eq!(
+        (task["version"].as_i64(), task["state"].as_str()),
+        (Some(1), Some("active"))
+    );
+    assert_eq!(task["name"], "daily-report");
+    assert_eq!(task["labels"], serde_json::json!({"team": "sales"}));
+    assert_eq!(task["retry"]["max_attempts"], 3);
+    let next: jiff::Timestamp = task["next_fire_at"]
+        .as_str()
+        .expect("next fire")
+        .parse()
+        .expect("RFC 3339");
+    let local = next.to_zoned_datetime(jiff::tz::TimeZone::get("Asia/Shanghai").expect("zone"));
+    assert_eq!((local.hour(), local.minute()), (9, 0), "09:00 in Shanghai");
+
+    // Read by id and by name.
+    for key in [task["id"].as_str().expect("id"), "daily-report"] {
+        let got: serde_json::Value = http
+            .get(url(&format!("/api/v1/tasks/{key}")))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(got, task);
+    }
+
+    // Problems name the field, as application/problem+json.
+    let mut bad = example_task();
+    bad["name"] = "other".into();
+    bad["schedule"] = serde_json::json!({"cron": "0 25 * * *"});
+    let problem = http
+        .post(url("/api/v1/tasks"))
+        .json(&bad)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(problem.status().as_u16(), 422);
+    assert_eq!(
+        problem.headers()["content-type"],
+        "application/problem+json"
+    );
+    let body: serde_json::Value = problem.json().await.expect("json");
+    assert_eq!(body["field"], "schedule.cron");
+    assert_eq!(
+        body["detail"],
+        "hour field: 25 is out of range 0-23 (column 3)"
+    );
+
+    let dup = http
+        .post(url("/api/v1/tasks"))
+        .json(&example_task())
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(dup.status().as_u16(), 409);
+    assert_eq!(
+        dup.json::<serde_json::Value>().await.expect("json")["field"],
+        "name"
+    );
+
+    let garbage = http
+        .post(url("/api/v1/tasks"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(garbage.status().as_u16(), 400);
+
+    let unknown_key = serde_json::json!({"name": "x", "schedule": {"manual": true}, "action": {"type": "handler", "name": "h"}, "colour": "blue"});
+    let unknown = http
+        .post(url("/api/v1/tasks"))
+        .json(&unknown_key)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(unknown.status().as_u16(), 422);
+    assert!(
+        unknown.json::<serde_json::Value>().await.expect("json")["detail"]
+            .as_str()
+            .expect("detail")
+            .contains("unknown field `colour`")
+    );
+
+    let missing = http
+        .get(url("/api/v1/tasks/nope"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(missing.status().as_u16(), 404);
+    assert_eq!(
+        missing.json::<serde_json::Value>().await.expect("json")["detail"],
+        "no task with id or name `nope`"
+    );
+}
+
+#[test]
+fn a_non_loopback_address_is_refused_without_tokens() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_agentcron"))
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to listen on 0.0.0.0:0: it is not a loopback address and no API tokens are configured"), "{err}");
+}
