@@ -45,7 +45,7 @@ fn serve() -> Server {
             .expect("utf-8 log");
         if let Some(rest) = line.split("listening on ").nth(1) {
             break rest
-                .trim_end_matches(|c| c == '"' || c == '}')
+                .trim_end_matches(['"', '}'])
                 .split('"')
                 .next()
                 .expect("address")
