@@ -1,11 +1,12 @@
-//! The HTTP API (first part): health, readiness, and creating and reading
-//! tasks under `/api/v1`. Errors are `application/problem+json` (RFC 9457)
+//! The HTTP API (first part): health, readiness; under `/api/v1` creating,
+//! reading, pausing and resuming tasks, listing a task's runs, reading and
+//! cancelling runs. Errors are `application/problem+json` (RFC 9457)
 //! and name the field at fault.
 
 use std::sync::Arc;
 
 use agentcron::store::{NewTask, SqliteStore, Store, StoreError};
-use agentcron::{Engine, SystemClock, Task, TaskId, TaskSpec};
+use agentcron::{Engine, Run, RunId, SystemClock, Task, TaskId, TaskSpec};
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +25,14 @@ pub(crate) fn router(api: Arc<Api>) -> Router {
         .route("/readyz", get(readyz))
         .route("/api/v1/tasks", axum::routing::post(create_task))
         .route("/api/v1/tasks/{key}", get(get_task))
+        .route("/api/v1/tasks/{key}/runs", get(task_runs))
+        .route("/api/v1/tasks/{key}/pause", axum::routing::post(pause_task))
+        .route(
+            "/api/v1/tasks/{key}/resume",
+            axum::routing::post(resume_task),
+        )
+        .route("/api/v1/runs/{id}", get(get_run))
+        .route("/api/v1/runs/{id}/cancel", axum::routing::post(cancel_run))
         .with_state(api)
 }
 
@@ -148,19 +157,126 @@ async fn create_task(
     Ok(response)
 }
 
-async fn get_task(
-    State(api): State<Arc<Api>>,
-    Path(key): Path<String>,
-) -> Result<Json<Task>, Problem> {
+/// A task by id or, failing that, by name.
+async fn find_task(api: &Api, key: &str) -> Result<Task, Problem> {
     let task = match key.parse::<TaskId>() {
         Ok(id) => api.store.get_task(id).await?,
-        Err(_) => api.store.get_task_by_name(&key).await?,
+        Err(_) => api.store.get_task_by_name(key).await?,
     };
-    task.map(Json).ok_or_else(|| {
+    task.ok_or_else(|| {
         Problem::new(
             StatusCode::NOT_FOUND,
             "Not Found",
             format!("no task with id or name `{key}`"),
         )
     })
+}
+
+async fn get_task(
+    State(api): State<Arc<Api>>,
+    Path(key): Path<String>,
+) -> Result<Json<Task>, Problem> {
+    find_task(&api, &key).await.map(Json)
+}
+
+/// Query of `GET /tasks/{key}/runs`.
+#[derive(Debug, serde::Deserialize)]
+struct RunsQuery {
+    limit: Option<u32>,
+}
+
+async fn task_runs(
+    State(api): State<Arc<Api>>,
+    Path(key): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<RunsQuery>,
+) -> Result<Json<Vec<Run>>, Problem> {
+    let task = find_task(&api, &key).await?;
+    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    Ok(Json(api.store.runs_of_task(task.id, limit).await?))
+}
+
+async fn pause_task(
+    State(api): State<Arc<Api>>,
+    Path(key): Path<String>,
+) -> Result<Json<Task>, Problem> {
+    let task = find_task(&api, &key).await?;
+    if !api.engine.pause(task.id).await? {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!(
+                "task `{}` is {}, not active",
+                task.spec.name,
+                task.state.as_str()
+            ),
+        ));
+    }
+    find_task(&api, &key).await.map(Json)
+}
+
+async fn resume_task(
+    State(api): State<Arc<Api>>,
+    Path(key): Path<String>,
+) -> Result<Json<Task>, Problem> {
+    let task = find_task(&api, &key).await?;
+    if !api.engine.resume(task.id).await? {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!(
+                "task `{}` is {}, not paused",
+                task.spec.name,
+                task.state.as_str()
+            ),
+        ));
+    }
+    find_task(&api, &key).await.map(Json)
+}
+
+fn run_id(id: &str) -> Result<RunId, Problem> {
+    id.parse().map_err(|_| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "Bad Request",
+            format!("`{id}` is not a run id"),
+        )
+        .field("id")
+    })
+}
+
+async fn find_run(api: &Api, id: RunId) -> Result<Run, Problem> {
+    api.store.get_run(id).await?.ok_or_else(|| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "Not Found",
+            format!("no run with id `{id}`"),
+        )
+    })
+}
+
+async fn get_run(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+) -> Result<Json<Run>, Problem> {
+    find_run(&api, run_id(&id)?).await.map(Json)
+}
+
+async fn cancel_run(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+) -> Result<Json<Run>, Problem> {
+    let id = run_id(&id)?;
+    let run = find_run(&api, id).await?;
+    if !api
+        .engine
+        .cancel_run(id, "cancelled through the API")
+        .await?
+    {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "Conflict",
+            format!("run `{id}` has already finished ({})", run.status.as_str()),
+        ));
+    }
+    find_run(&api, id).await.map(Json)
 }

@@ -227,3 +227,178 @@ fn a_non_loopback_address_is_refused_without_tokens() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refusing to listen on 0.0.0.0:0: it is not a loopback address and no API tokens are configured"), "{err}");
 }
+
+/// Polls `GET path` until `done` accepts the JSON, up to 10 s.
+async fn until(
+    http: &reqwest::Client,
+    url: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let v: serde_json::Value = http
+            .get(url)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        if done(&v) {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn runs_pause_resume_and_cancel() {
+    use agentcron_testkit::http::{Reply, TestServer, ok};
+    let mut answering = TestServer::start(vec![ok(r#"{"answer": 42}"#)]).await;
+    let mut hanging = TestServer::start(vec![Reply::Hang]).await;
+    let server = serve();
+    let http = client();
+    let url = |path: &str| format!("{}{path}", server.base);
+    let soon = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1)).to_string();
+    for (name, target) in [("answered", &answering.url), ("hung", &hanging.url)] {
+        let spec = serde_json::json!({"name": name, "schedule": {"once": soon}, "action": {"type": "http", "url": format!("{target}/x")}});
+        assert_eq!(
+            http.post(url("/api/v1/tasks"))
+                .json(&spec)
+                .send()
+                .await
+                .expect("post")
+                .status()
+                .as_u16(),
+            201
+        );
+    }
+
+    // A run that succeeds, listed under its task and readable by id.
+    answering.next().await;
+    let runs = until(
+        &http,
+        &url("/api/v1/tasks/answered/runs"),
+        "the run succeeds",
+        |v| v[0]["status"] == "succeeded",
+    )
+    .await;
+    assert_eq!(runs.as_array().map(Vec::len), Some(1));
+    assert_eq!(runs[0]["result"], serde_json::json!({"answer": 42}));
+    let id = runs[0]["id"].as_str().expect("id").to_string();
+    let run: serde_json::Value = http
+        .get(url(&format!("/api/v1/runs/{id}")))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(run, runs[0]);
+    let done = http
+        .post(url(&format!("/api/v1/runs/{id}/cancel")))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(
+        done.status().as_u16(),
+        409,
+        "a finished run cannot be cancelled"
+    );
+
+    // A running run, cancelled through the API.
+    hanging.next().await;
+    let runs = until(
+        &http,
+        &url("/api/v1/tasks/hung/runs"),
+        "the run is running",
+        |v| v[0]["status"] == "running",
+    )
+    .await;
+    let id = runs[0]["id"].as_str().expect("id").to_string();
+    let cancelled: serde_json::Value = http
+        .post(url(&format!("/api/v1/runs/{id}/cancel")))
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (cancelled["status"].as_str(), cancelled["error"].as_str()),
+        (Some("cancelled"), Some("cancelled through the API"))
+    );
+    let bad = http
+        .get(url("/api/v1/runs/not-a-run"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(
+        (
+            bad.status().as_u16(),
+            bad.json::<serde_json::Value>().await.expect("json")["field"].as_str()
+        ),
+        (400, Some("id"))
+    );
+
+    // Pause and resume, by name; doing either twice is a conflict.
+    let spec = serde_json::json!({"name": "hourly", "schedule": {"every": "1h"}, "action": {"type": "handler", "name": "h"}});
+    http.post(url("/api/v1/tasks"))
+        .json(&spec)
+        .send()
+        .await
+        .expect("post");
+    let paused: serde_json::Value = http
+        .post(url("/api/v1/tasks/hourly/pause"))
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (paused["state"].as_str(), paused["version"].as_i64()),
+        (Some("paused"), Some(2))
+    );
+    assert_eq!(
+        http.post(url("/api/v1/tasks/hourly/pause"))
+            .send()
+            .await
+            .expect("post")
+            .status()
+            .as_u16(),
+        409
+    );
+    let resumed: serde_json::Value = http
+        .post(url("/api/v1/tasks/hourly/resume"))
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(resumed["state"], "active");
+    assert_eq!(
+        http.post(url("/api/v1/tasks/hourly/resume"))
+            .send()
+            .await
+            .expect("post")
+            .status()
+            .as_u16(),
+        409
+    );
+    assert_eq!(
+        http.post(url("/api/v1/tasks/nope/pause"))
+            .send()
+            .await
+            .expect("post")
+            .status()
+            .as_u16(),
+        404
+    );
+}
