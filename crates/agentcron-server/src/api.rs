@@ -1,6 +1,7 @@
 //! The HTTP API (first part): health, readiness; under `/api/v1` creating,
-//! reading, pausing and resuming tasks, listing a task's runs, reading and
-//! cancelling runs. Errors are `application/problem+json` (RFC 9457)
+//! reading, changing (`PATCH` with `If-Match`), deleting, pausing, resuming
+//! and triggering tasks, their upcoming fires, listing a task's runs,
+//! reading and cancelling runs, and a cron preview. Errors are `application/problem+json` (RFC 9457)
 //! and name the field at fault.
 
 use std::sync::Arc;
@@ -24,7 +25,13 @@ pub(crate) fn router(api: Arc<Api>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/api/v1/tasks", axum::routing::post(create_task))
-        .route("/api/v1/tasks/{key}", get(get_task))
+        .route(
+            "/api/v1/tasks/{key}",
+            get(get_task).patch(patch_task).delete(delete_task),
+        )
+        .route("/api/v1/tasks/{key}/upcoming", get(upcoming))
+        .route("/api/v1/tasks/{key}/trigger", axum::routing::post(trigger))
+        .route("/api/v1/cron/preview", axum::routing::post(cron_preview))
         .route("/api/v1/tasks/{key}/runs", get(task_runs))
         .route("/api/v1/tasks/{key}/pause", axum::routing::post(pause_task))
         .route(
@@ -46,6 +53,9 @@ pub(crate) struct Problem {
     detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<String>,
+    /// For cron expressions: the 1-based column at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column: Option<usize>,
 }
 
 impl Problem {
@@ -56,6 +66,7 @@ impl Problem {
             status: status.as_u16(),
             detail: detail.into(),
             field: None,
+            column: None,
         }
     }
 
@@ -279,4 +290,255 @@ async fn cancel_run(
         ));
     }
     find_run(&api, id).await.map(Json)
+}
+
+/// `?count=N` (default 5, at most 100).
+#[derive(Debug, serde::Deserialize)]
+struct CountQuery {
+    count: Option<usize>,
+}
+
+async fn upcoming(
+    State(api): State<Arc<Api>>,
+    Path(key): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<CountQuery>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let task = find_task(&api, &key).await?;
+    let schedule = agentcron::CompiledSchedule::compile(&task.spec.schedule, &task.id.to_string())
+        .map_err(|e| {
+            Problem::new(StatusCode::CONFLICT, "Conflict", e.to_string()).field(e.field)
+        })?;
+    let mut next = Vec::new();
+    let mut at = jiff::Timestamp::now();
+    while next.len() < q.count.unwrap_or(5).clamp(1, 100) {
+        let Some(n) = schedule.next_after(at) else {
+            break;
+        };
+        next.push(n.to_string());
+        at = n;
+    }
+    Ok(Json(
+        serde_json::json!({"task": task.spec.name, "state": task.state, "next": next}),
+    ))
+}
+
+async fn trigger(
+    State(api): State<Arc<Api>>,
+    Path(key): Path<String>,
+    body: Option<Json<serde_json::Value>>,
+) -> Result<Response, Problem> {
+    let task = find_task(&api, &key).await?;
+    let payload = match body.map(|Json(b)| b) {
+        None => None,
+        Some(serde_json::Value::Object(mut o)) => {
+            if let Some(k) = o.keys().find(|k| *k != "payload") {
+                return Err(Problem::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Unprocessable Entity",
+                    format!("unknown field `{k}`, expected `payload`"),
+                )
+                .field(k.clone()));
+            }
+            o.remove("payload")
+        }
+        Some(_) => {
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Unprocessable Entity",
+                "the body must be an object like {\"payload\": …}",
+            ));
+        }
+    };
+    let Some(id) = api.engine.trigger(task.id, payload).await? else {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "Not Found",
+            format!("no task with id or name `{key}`"),
+        ));
+    };
+    let run = find_run(&api, id).await?;
+    Ok((StatusCode::ACCEPTED, Json(run)).into_response())
+}
+
+/// RFC 7386 merge patch: objects merge key by key, `null` removes a key.
+fn merge(target: &mut serde_json::Value, patch: serde_json::Value) {
+    match (target, patch) {
+        (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(&k);
+                } else {
+                    merge(t.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+async fn patch_task(
+    State(api): State<Arc<Api>>,
+    Path(key): Path<String>,
+    headers: axum::http::HeaderMap,
+    body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Task>, Problem> {
+    let task = find_task(&api, &key).await?;
+    let Some(expected) = headers.get(header::IF_MATCH) else {
+        return Err(Problem::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            "Precondition Required",
+            format!(
+                "send If-Match: <version> (the task is at version {})",
+                task.version
+            ),
+        ));
+    };
+    let expected: i64 = expected
+        .to_str()
+        .ok()
+        .map(|v| v.trim().trim_matches('"'))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "Bad Request",
+                "If-Match must be the task's version, a whole number",
+            )
+            .field("If-Match")
+        })?;
+    let Json(patch) = body.map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "Bad Request",
+            format!("the body is not JSON: {}", e.body_text()),
+        )
+    })?;
+    let mut doc = serde_json::to_value(&task.spec).map_err(|e| {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error",
+            e.to_string(),
+        )
+    })?;
+    merge(&mut doc, patch);
+    let spec: TaskSpec = serde_json::from_value(doc).map_err(|e| {
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Unprocessable Entity",
+            e.to_string(),
+        )
+    })?;
+    let schedule = spec.validate(&task.id.to_string()).map_err(|e| {
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Unprocessable Entity",
+            e.message.clone(),
+        )
+        .field(e.field)
+    })?;
+    let now = jiff::Timestamp::now();
+    let next_fire_at = if spec.schedule == task.spec.schedule {
+        task.next_fire_at
+    } else {
+        schedule.next_after(now)
+    };
+    let update = agentcron::store::UpdateTask {
+        id: task.id,
+        expected_version: expected,
+        spec,
+        state: task.state,
+        next_fire_at,
+        now,
+    };
+    match api.store.update_task(update).await {
+        Ok(t) => {
+            api.engine.wake();
+            Ok(Json(t))
+        }
+        Err(StoreError::VersionConflict { current, .. }) => Err(Problem::new(
+            StatusCode::PRECONDITION_FAILED,
+            "Precondition Failed",
+            format!("the task is at version {current}, not {expected}; read it again"),
+        )
+        .field("If-Match")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn delete_task(
+    State(api): State<Arc<Api>>,
+    Path(key): Path<String>,
+) -> Result<StatusCode, Problem> {
+    let task = find_task(&api, &key).await?;
+    // Stop it first: fires planned or claimed ahead are removed.
+    if task.state == agentcron::TaskState::Active {
+        api.engine.pause(task.id).await?;
+    }
+    let task = find_task(&api, &key).await?;
+    let update = agentcron::store::UpdateTask {
+        id: task.id,
+        expected_version: task.version,
+        spec: task.spec,
+        state: agentcron::TaskState::Cancelled,
+        next_fire_at: None,
+        now: jiff::Timestamp::now(),
+    };
+    api.store.update_task(update).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Body of `POST /cron/preview`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Preview {
+    expression: String,
+    #[serde(default)]
+    timezone: Option<String>,
+    #[serde(default)]
+    count: Option<usize>,
+}
+
+async fn cron_preview(
+    body: Result<Json<Preview>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let Json(p) = body.map_err(|e| {
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Unprocessable Entity",
+            e.body_text(),
+        )
+    })?;
+    let zone = p.timezone.unwrap_or_else(|| "UTC".into());
+    let tz = jiff::tz::TimeZone::get(&zone).map_err(|e| {
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Unprocessable Entity",
+            format!("unknown time zone `{zone}`: {e}"),
+        )
+        .field("timezone")
+    })?;
+    let schedule = agentcron::cron::Schedule::builder()
+        .hash_key("preview")
+        .parse(&p.expression)
+        .map_err(|e| {
+            let mut problem = Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Unprocessable Entity",
+                e.to_string(),
+            )
+            .field("expression");
+            problem.column = e.column();
+            problem
+        })?;
+    let start = jiff::Timestamp::now().to_zoned_datetime(tz);
+    let next: Vec<String> = schedule
+        .iter_after(&start)
+        .take(p.count.unwrap_or(5).clamp(1, 100))
+        .map(|z| z.timestamp().display_with_offset(z.offset()).to_string())
+        .collect();
+    Ok(Json(serde_json::json!({
+        "valid": true,
+        "description": schedule.describe(agentcron::cron::Lang::En),
+        "next": next,
+    })))
 }

@@ -402,3 +402,183 @@ async fn runs_pause_resume_and_cancel() {
         404
     );
 }
+
+#[tokio::test]
+async fn upcoming_patch_trigger_delete_and_preview() {
+    use agentcron_testkit::http::{TestServer, ok};
+    let mut agent = TestServer::start(vec![ok("{}")]).await;
+    let server = serve();
+    let http = client();
+    let url = |path: &str| format!("{}{path}", server.base);
+    let spec = serde_json::json!({"name": "h", "schedule": {"every": "1h"},
+        "action": {"type": "http", "url": format!("{}/agent", agent.url), "body": {"q": "default"}}});
+    http.post(url("/api/v1/tasks"))
+        .json(&spec)
+        .send()
+        .await
+        .expect("post");
+
+    let up: serde_json::Value = http
+        .get(url("/api/v1/tasks/h/upcoming?count=3"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    let next: Vec<jiff::Timestamp> = up["next"]
+        .as_array()
+        .expect("next")
+        .iter()
+        .map(|t| t.as_str().expect("str").parse().expect("ts"))
+        .collect();
+    assert_eq!(next.len(), 3);
+    assert!(
+        next.windows(2)
+            .all(|w| w[1].duration_since(w[0]) == jiff::SignedDuration::from_hours(1))
+    );
+
+    // PATCH: If-Match required, stale versions refused, merge patch applied, errors name the field.
+    let patch = serde_json::json!({"description": "half-hourly now", "schedule": {"every": "30m"}});
+    assert_eq!(
+        http.patch(url("/api/v1/tasks/h"))
+            .json(&patch)
+            .send()
+            .await
+            .expect("patch")
+            .status()
+            .as_u16(),
+        428
+    );
+    let patched: serde_json::Value = http
+        .patch(url("/api/v1/tasks/h"))
+        .header("if-match", "1")
+        .json(&patch)
+        .send()
+        .await
+        .expect("patch")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (patched["version"].as_i64(), patched["description"].as_str()),
+        (Some(2), Some("half-hourly now"))
+    );
+    assert_eq!(patched["schedule"], serde_json::json!({"every": "30m"}));
+    let stale = http
+        .patch(url("/api/v1/tasks/h"))
+        .header("if-match", "1")
+        .json(&patch)
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(stale.status().as_u16(), 412);
+    assert_eq!(
+        stale.json::<serde_json::Value>().await.expect("json")["field"],
+        "If-Match"
+    );
+    let bad = http
+        .patch(url("/api/v1/tasks/h"))
+        .header("if-match", "2")
+        .json(&serde_json::json!({"retry": {"max_attempts": 0}}))
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(
+        (
+            bad.status().as_u16(),
+            bad.json::<serde_json::Value>().await.expect("json")["field"].as_str()
+        ),
+        (422, Some("retry.max_attempts"))
+    );
+
+    // Trigger: runs now, with the payload override as the body.
+    let run: serde_json::Value = http
+        .post(url("/api/v1/tasks/h/trigger"))
+        .json(&serde_json::json!({"payload": {"q": "right now"}}))
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (run["trigger"].as_str(), run["status"].as_str()),
+        (Some("manual"), Some("queued"))
+    );
+    let req = agent.next().await;
+    assert_eq!(req.body, r#"{"q":"right now"}"#);
+    assert_eq!(
+        req.headers["idempotency-key"],
+        run["id"].as_str().expect("id")
+    );
+    let odd = http
+        .post(url("/api/v1/tasks/h/trigger"))
+        .json(&serde_json::json!({"payloda": 1}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(odd.status().as_u16(), 422);
+
+    // DELETE: the task is kept, cancelled, and stops firing.
+    assert_eq!(
+        http.delete(url("/api/v1/tasks/h"))
+            .send()
+            .await
+            .expect("delete")
+            .status()
+            .as_u16(),
+        204
+    );
+    let gone: serde_json::Value = http
+        .get(url("/api/v1/tasks/h"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (gone["state"].as_str(), gone["next_fire_at"].is_null()),
+        (Some("cancelled"), true)
+    );
+
+    // Cron preview.
+    let preview: serde_json::Value = http
+        .post(url("/api/v1/cron/preview"))
+        .json(&serde_json::json!({"expression": "0 9 * * 1-5", "timezone": "Asia/Shanghai", "count": 2}))
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (preview["valid"].as_bool(), preview["description"].as_str()),
+        (Some(true), Some("At 09:00, Monday through Friday"))
+    );
+    assert_eq!(preview["next"].as_array().map(Vec::len), Some(2));
+    assert!(
+        preview["next"][0]
+            .as_str()
+            .expect("str")
+            .ends_with("T09:00:00+08:00")
+    );
+    let wrong: serde_json::Value = http
+        .post(url("/api/v1/cron/preview"))
+        .json(&serde_json::json!({"expression": "0 25 * * *"}))
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (wrong["field"].as_str(), wrong["column"].as_u64()),
+        (Some("expression"), Some(3))
+    );
+    assert_eq!(
+        wrong["detail"],
+        "hour field: 25 is out of range 0-23 (column 3)"
+    );
+}

@@ -351,6 +351,40 @@ impl<S: Store, C: Clock> Engine<S, C> {
         Ok(resumed.is_some())
     }
 
+    /// Runs a task now (a manual trigger), with an optional payload that
+    /// overrides the action's. Returns the new run's id, or `None` if the
+    /// task does not exist.
+    pub async fn trigger(
+        &self,
+        task: crate::TaskId,
+        payload: Option<serde_json::Value>,
+    ) -> Result<Option<RunId>, crate::store::StoreError> {
+        let Some(t) = self.ctx.store.get_task(task).await? else {
+            return Ok(None);
+        };
+        // Distinct instants keep two triggers in the same millisecond apart.
+        let mut at = self.ctx.clock.now();
+        loop {
+            let id = RunId::new();
+            let run = crate::store::NewRun {
+                id,
+                scheduled_for: at,
+                last_scheduled_for: None,
+                fire_count: 1,
+                status: crate::RunStatus::Queued,
+                trigger: crate::Trigger::Manual,
+                run_at: at,
+                error: None,
+                payload: payload.clone(),
+            };
+            if self.ctx.store.insert_run(&t, run, at).await? {
+                self.ctx.dispatch_wakeup.notify_one();
+                return Ok(Some(id));
+            }
+            at += SignedDuration::from_millis(1);
+        }
+    }
+
     /// How many attempts are executing on this node.
     pub fn executing(&self) -> usize {
         self.ctx.executing.lock().map_or(0, |m| m.len())

@@ -399,6 +399,15 @@ pub trait Store: Send + Sync + 'static {
     /// The nodes, most recently seen first.
     fn nodes(&self) -> impl Future<Output = Result<Vec<Node>, StoreError>> + Send;
 
+    /// Records one run outside the planner (a manual trigger). Returns false
+    /// if the task already has a run for that instant.
+    fn insert_run(
+        &self,
+        task: &Task,
+        run: NewRun,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// A run by id.
     fn get_run(&self, id: RunId) -> impl Future<Output = Result<Option<Run>, StoreError>> + Send;
 

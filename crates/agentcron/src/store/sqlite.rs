@@ -1012,6 +1012,24 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn insert_run(
+        &self,
+        task: &Task,
+        run: super::NewRun,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.count();
+        let mut tx = self.write().await?;
+        let plan = TaskPlan {
+            runs: vec![run],
+            next_fire_at: task.next_fire_at,
+            state: task.state,
+        };
+        let inserted = Self::apply_plans(&mut tx.tx, &[(task, plan)], now).await?;
+        tx.commit().await?;
+        Ok(inserted == 1)
+    }
+
     async fn get_run(&self, id: RunId) -> Result<Option<Run>, StoreError> {
         self.count();
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
