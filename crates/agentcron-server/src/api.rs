@@ -24,7 +24,11 @@ pub(crate) fn router(api: Arc<Api>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/api/v1/tasks", axum::routing::post(create_task))
+        .route(
+            "/api/v1/tasks",
+            axum::routing::post(create_task).get(list_tasks),
+        )
+        .route("/api/v1/runs", get(list_runs))
         .route(
             "/api/v1/tasks/{key}",
             get(get_task).patch(patch_task).delete(delete_task),
@@ -40,7 +44,22 @@ pub(crate) fn router(api: Arc<Api>) -> Router {
         )
         .route("/api/v1/runs/{id}", get(get_run))
         .route("/api/v1/runs/{id}/cancel", axum::routing::post(cancel_run))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(api)
+}
+
+/// Largest request body accepted; larger ones answer 413.
+const MAX_BODY: usize = 1 << 20;
+
+/// A JSON body that could not be read: 413 when too large, 400 or 415 otherwise.
+fn body_problem(e: &axum::extract::rejection::JsonRejection) -> Problem {
+    let status = e.status();
+    let title = status.canonical_reason().unwrap_or("Bad Request");
+    Problem::new(
+        status,
+        title,
+        format!("the body could not be read as JSON: {}", e.body_text()),
+    )
 }
 
 /// An RFC 9457 problem.
@@ -122,13 +141,7 @@ async fn create_task(
     State(api): State<Arc<Api>>,
     body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, Problem> {
-    let Json(body) = body.map_err(|e| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "Bad Request",
-            format!("the body is not JSON: {}", e.body_text()),
-        )
-    })?;
+    let Json(body) = body.map_err(|e| body_problem(&e))?;
     let spec: TaskSpec = serde_json::from_value(body).map_err(|e| {
         Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -265,11 +278,24 @@ async fn find_run(api: &Api, id: RunId) -> Result<Run, Problem> {
     })
 }
 
+/// A run, with its attempts.
 async fn get_run(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
-) -> Result<Json<Run>, Problem> {
-    find_run(&api, run_id(&id)?).await.map(Json)
+) -> Result<Json<serde_json::Value>, Problem> {
+    let id = run_id(&id)?;
+    let run = find_run(&api, id).await?;
+    let attempts = api.store.attempts(id).await?;
+    let internal = |e: serde_json::Error| {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error",
+            e.to_string(),
+        )
+    };
+    let mut doc = serde_json::to_value(run).map_err(internal)?;
+    doc["attempts"] = serde_json::to_value(attempts).map_err(internal)?;
+    Ok(Json(doc))
 }
 
 async fn cancel_run(
@@ -406,13 +432,7 @@ async fn patch_task(
             )
             .field("If-Match")
         })?;
-    let Json(patch) = body.map_err(|e| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "Bad Request",
-            format!("the body is not JSON: {}", e.body_text()),
-        )
-    })?;
+    let Json(patch) = body.map_err(|e| body_problem(&e))?;
     let mut doc = serde_json::to_value(&task.spec).map_err(|e| {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -541,4 +561,130 @@ async fn cron_preview(
         "description": schedule.describe(agentcron::cron::Lang::En),
         "next": next,
     })))
+}
+
+/// Query of `GET /tasks`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TasksQuery {
+    state: Option<String>,
+    /// `key=value`.
+    label: Option<String>,
+    name_prefix: Option<String>,
+    after: Option<String>,
+    limit: Option<u32>,
+}
+
+fn query_problem(e: axum::extract::rejection::QueryRejection) -> Problem {
+    Problem::new(StatusCode::BAD_REQUEST, "Bad Request", e.body_text())
+}
+
+async fn list_tasks(
+    State(api): State<Arc<Api>>,
+    q: Result<axum::extract::Query<TasksQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let axum::extract::Query(q) = q.map_err(query_problem)?;
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(agentcron::TaskState::parse(s).ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "Bad Request",
+                format!("state `{s}` is not one of active, paused, cancelled, completed"),
+            )
+            .field("state")
+        })?),
+    };
+    let label = match q.label {
+        None => None,
+        Some(l) => Some(
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| {
+                    Problem::new(
+                        StatusCode::BAD_REQUEST,
+                        "Bad Request",
+                        format!("label `{l}` is not key=value"),
+                    )
+                    .field("label")
+                })?,
+        ),
+    };
+    let after = match q.after {
+        None => None,
+        Some(a) => Some(a.parse::<TaskId>().map_err(|_| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "Bad Request",
+                format!("after `{a}` is not a task id"),
+            )
+            .field("after")
+        })?),
+    };
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let tasks = api
+        .store
+        .list_tasks(agentcron::store::ListTasks {
+            state,
+            label,
+            name_prefix: q.name_prefix,
+            after,
+            limit,
+        })
+        .await?;
+    let next = (tasks.len() == limit as usize)
+        .then(|| tasks.last().map(|t| t.id.to_string()))
+        .flatten();
+    Ok(Json(serde_json::json!({"tasks": tasks, "next": next})))
+}
+
+/// Query of `GET /runs`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunsListQuery {
+    status: Option<String>,
+    /// A task id or name.
+    task: Option<String>,
+    before: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn list_runs(
+    State(api): State<Arc<Api>>,
+    q: Result<axum::extract::Query<RunsListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, Problem> {
+    let axum::extract::Query(q) = q.map_err(query_problem)?;
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(s) => Some(agentcron::RunStatus::parse(s).ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "Bad Request",
+                format!("status `{s}` is not a run status"),
+            )
+            .field("status")
+        })?),
+    };
+    let task = match q.task {
+        None => None,
+        Some(key) => Some(find_task(&api, &key).await?.id),
+    };
+    let before = match q.before {
+        None => None,
+        Some(b) => Some(run_id(&b).map_err(|p| p.field("before"))?),
+    };
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let runs = api
+        .store
+        .list_runs(agentcron::store::ListRuns {
+            status,
+            task,
+            before,
+            limit,
+        })
+        .await?;
+    let next = (runs.len() == limit as usize)
+        .then(|| runs.last().map(|r| r.id.to_string()))
+        .flatten();
+    Ok(Json(serde_json::json!({"runs": runs, "next": next})))
 }

@@ -291,7 +291,7 @@ async fn runs_pause_resume_and_cancel() {
     assert_eq!(runs.as_array().map(Vec::len), Some(1));
     assert_eq!(runs[0]["result"], serde_json::json!({"answer": 42}));
     let id = runs[0]["id"].as_str().expect("id").to_string();
-    let run: serde_json::Value = http
+    let mut run: serde_json::Value = http
         .get(url(&format!("/api/v1/runs/{id}")))
         .send()
         .await
@@ -299,6 +299,11 @@ async fn runs_pause_resume_and_cancel() {
         .json()
         .await
         .expect("json");
+    let attempts = run
+        .as_object_mut()
+        .and_then(|o| o.remove("attempts"))
+        .expect("attempts");
+    assert_eq!(attempts.as_array().map(Vec::len), Some(1));
     assert_eq!(run, runs[0]);
     let done = http
         .post(url(&format!("/api/v1/runs/{id}/cancel")))
@@ -581,4 +586,174 @@ async fn upcoming_patch_trigger_delete_and_preview() {
         wrong["detail"],
         "hour field: 25 is out of range 0-23 (column 3)"
     );
+}
+
+#[tokio::test]
+async fn listing_tasks_and_runs_with_attempts_and_limits() {
+    use agentcron_testkit::http::{TestServer, ok};
+    let mut agent = TestServer::start(vec![ok("{}")]).await;
+    let server = serve();
+    let http = client();
+    let url = |path: &str| format!("{}{path}", server.base);
+    for (name, team) in [
+        ("report-a", "sales"),
+        ("report-b", "ops"),
+        ("cleanup", "sales"),
+    ] {
+        let spec = serde_json::json!({"name": name, "labels": {"team": team}, "schedule": {"manual": true},
+            "action": {"type": "http", "url": format!("{}/x", agent.url)}});
+        assert_eq!(
+            http.post(url("/api/v1/tasks"))
+                .json(&spec)
+                .send()
+                .await
+                .expect("post")
+                .status()
+                .as_u16(),
+            201
+        );
+    }
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .map(|t| t["name"].as_str().expect("name").to_string())
+            .collect()
+    };
+    let get = |path: String| {
+        let http = http.clone();
+        async move {
+            http.get(path)
+                .send()
+                .await
+                .expect("get")
+                .json::<serde_json::Value>()
+                .await
+                .expect("json")
+        }
+    };
+    assert_eq!(
+        names(&get(url("/api/v1/tasks")).await),
+        ["report-a", "report-b", "cleanup"]
+    );
+    assert_eq!(
+        names(&get(url("/api/v1/tasks?label=team=sales")).await),
+        ["report-a", "cleanup"]
+    );
+    assert_eq!(
+        names(&get(url("/api/v1/tasks?name_prefix=report-&state=active")).await),
+        ["report-a", "report-b"]
+    );
+    let page = get(url("/api/v1/tasks?limit=2")).await;
+    assert_eq!(names(&page), ["report-a", "report-b"]);
+    let next = page["next"].as_str().expect("a cursor").to_string();
+    let rest = get(url(&format!("/api/v1/tasks?limit=2&after={next}"))).await;
+    assert_eq!(
+        (names(&rest), rest["next"].is_null()),
+        (vec!["cleanup".to_string()], true)
+    );
+    for (query, field) in [
+        ("state=sleepy", "state"),
+        ("label=nolabel", "label"),
+        ("after=x", "after"),
+    ] {
+        let r = http
+            .get(url(&format!("/api/v1/tasks?{query}")))
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(
+            (
+                r.status().as_u16(),
+                r.json::<serde_json::Value>().await.expect("json")["field"].as_str()
+            ),
+            (400, Some(field)),
+            "{query}"
+        );
+    }
+    assert_eq!(
+        http.get(url("/api/v1/tasks?colour=blue"))
+            .send()
+            .await
+            .expect("get")
+            .status()
+            .as_u16(),
+        400
+    );
+
+    // A triggered run shows up in /runs, filtered, with its attempts.
+    let run: serde_json::Value = http
+        .post(url("/api/v1/tasks/cleanup/trigger"))
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    agent.next().await;
+    let id = run["id"].as_str().expect("id").to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let done = loop {
+        let v = get(url(&format!("/api/v1/runs/{id}"))).await;
+        if v["status"] == "succeeded" {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let attempts = done["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        (
+            attempts[0]["attempt"].as_i64(),
+            attempts[0]["outcome"].as_str()
+        ),
+        (Some(1), Some("succeeded"))
+    );
+    let listed = get(url("/api/v1/runs?status=succeeded&task=cleanup")).await;
+    assert_eq!(listed["runs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(listed["runs"][0]["id"], done["id"]);
+    assert_eq!(
+        get(url("/api/v1/runs?task=report-a")).await["runs"]
+            .as_array()
+            .map(Vec::len),
+        Some(0)
+    );
+    let r = http
+        .get(url("/api/v1/runs?status=sleepy"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status().as_u16(), 400);
+
+    // Bodies over the limit answer 413, and nothing here answers 500.
+    // (The server answers as soon as it sees the length, possibly before the client has
+    // sent it all, so this speaks raw HTTP and ignores write errors.)
+    let status = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = server.base.trim_start_matches("http://").to_string();
+        let mut tcp = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        let body = "a".repeat(2 << 20);
+        let head = format!(
+            "POST /api/v1/tasks HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        let _ = tcp.write_all(head.as_bytes()).await;
+        let _ = tcp.write_all(body.as_bytes()).await;
+        let mut answer = vec![0u8; 64];
+        let n = tcp.read(&mut answer).await.unwrap_or(0);
+        String::from_utf8_lossy(&answer[..n]).into_owned()
+    };
+    assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    let r = http
+        .post(url("/api/v1/tasks"))
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 415);
 }

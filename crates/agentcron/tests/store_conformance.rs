@@ -1031,6 +1031,161 @@ async fn pause_resume_events_and_nodes<S: Store>(s: S) {
     );
 }
 
+async fn listing_tasks_runs_and_attempts<S: Store>(s: S) {
+    use agentcron::store::{ListRuns, ListTasks};
+    let mut ids = Vec::new();
+    for (name, team) in [
+        ("report-a", "sales"),
+        ("report-b", "ops"),
+        ("cleanup", "sales"),
+    ] {
+        let mut spec = spec(name, 2);
+        spec.labels.insert("team".into(), team.into());
+        let t = s
+            .create_task(NewTask {
+                id: TaskId::new(),
+                spec,
+                next_fire_at: Some(t0()),
+                now: t0(),
+            })
+            .await
+            .unwrap();
+        ids.push(t.id);
+    }
+    let names = |tasks: Vec<Task>| tasks.into_iter().map(|t| t.spec.name).collect::<Vec<_>>();
+    let all = ListTasks {
+        limit: 10,
+        ..ListTasks::default()
+    };
+    assert_eq!(
+        names(s.list_tasks(all.clone()).await.unwrap()),
+        ["report-a", "report-b", "cleanup"]
+    );
+    let sales = ListTasks {
+        label: Some(("team".into(), "sales".into())),
+        ..all.clone()
+    };
+    assert_eq!(
+        names(s.list_tasks(sales).await.unwrap()),
+        ["report-a", "cleanup"]
+    );
+    let prefix = ListTasks {
+        name_prefix: Some("report-".into()),
+        ..all.clone()
+    };
+    assert_eq!(
+        names(s.list_tasks(prefix).await.unwrap()),
+        ["report-a", "report-b"]
+    );
+    let page = ListTasks {
+        limit: 2,
+        ..all.clone()
+    };
+    let first = s.list_tasks(page.clone()).await.unwrap();
+    let rest = s
+        .list_tasks(ListTasks {
+            after: Some(first[1].id),
+            ..page
+        })
+        .await
+        .unwrap();
+    assert_eq!(names(rest), ["cleanup"], "cursor pagination");
+    let paused = ListTasks {
+        state: Some(TaskState::Paused),
+        ..all
+    };
+    assert!(s.list_tasks(paused).await.unwrap().is_empty());
+
+    s.plan(
+        PlanParams {
+            now: t0(),
+            horizon: t0(),
+            limit: 10,
+        },
+        &queue_due,
+    )
+    .await
+    .unwrap();
+    let runs = s
+        .list_runs(ListRuns {
+            limit: 10,
+            ..ListRuns::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 3);
+    assert!(runs.windows(2).all(|w| w[0].id > w[1].id), "newest first");
+    let mine = s
+        .list_runs(ListRuns {
+            task: Some(ids[1]),
+            limit: 10,
+            ..ListRuns::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(mine.len(), 1);
+    let older = s
+        .list_runs(ListRuns {
+            before: Some(runs[0].id),
+            limit: 10,
+            ..ListRuns::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(older.len(), 2);
+    let claimed = s
+        .claim_runs(claim(t0(), "n1", 1))
+        .await
+        .unwrap()
+        .remove(0)
+        .run;
+    let running = s
+        .list_runs(ListRuns {
+            status: Some(RunStatus::Running),
+            limit: 10,
+            ..ListRuns::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        running.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![claimed.id]
+    );
+    let fail = FinishAttempt {
+        id: claimed.id,
+        fence: 1,
+        now: t0() + 1.second(),
+        outcome: Outcome::Retry {
+            run_at: t0() + 2.seconds(),
+            error: "boom".into(),
+        },
+    };
+    s.finish_attempt(fail).await.unwrap();
+    s.claim_runs(claim(t0() + 2.seconds(), "n2", 10))
+        .await
+        .unwrap();
+    let attempts = s.attempts(claimed.id).await.unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        (
+            attempts[0].attempt,
+            attempts[0].node.as_str(),
+            attempts[0].outcome.as_deref(),
+            attempts[0].error.as_deref()
+        ),
+        (1, "n1", Some("retrying"), Some("boom"))
+    );
+    assert_eq!(
+        (
+            attempts[1].attempt,
+            attempts[1].fence,
+            attempts[1].node.as_str(),
+            attempts[1].finished_at
+        ),
+        (2, 2, "n2", None)
+    );
+}
+
 /// Instantiates every conformance test for one backend; `$open` is an async
 /// expression yielding a fresh, empty store.
 macro_rules! backend {
@@ -1053,6 +1208,7 @@ macro_rules! backend {
                 overlap_operations_defer_wake_and_cancel,
                 cancel_and_lease_expiry,
                 pause_resume_events_and_nodes,
+                listing_tasks_runs_and_attempts,
             );
         }
     };

@@ -237,6 +237,53 @@ pub struct PruneParams {
     pub limit: u32,
 }
 
+/// Params of [`Store::list_tasks`].
+#[derive(Clone, Debug, Default)]
+pub struct ListTasks {
+    /// Only tasks in this state.
+    pub state: Option<TaskState>,
+    /// Only tasks with this label key and value.
+    pub label: Option<(String, String)>,
+    /// Only tasks whose name starts with this.
+    pub name_prefix: Option<String>,
+    /// Cursor: tasks created after this one (ids sort by creation).
+    pub after: Option<TaskId>,
+    /// At most this many.
+    pub limit: u32,
+}
+
+/// Params of [`Store::list_runs`].
+#[derive(Clone, Debug, Default)]
+pub struct ListRuns {
+    /// Only runs in this status.
+    pub status: Option<RunStatus>,
+    /// Only runs of this task.
+    pub task: Option<TaskId>,
+    /// Cursor: runs created before this one (newest first).
+    pub before: Option<RunId>,
+    /// At most this many.
+    pub limit: u32,
+}
+
+/// One attempt of a run.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Attempt {
+    /// Its number, from 1.
+    pub attempt: i64,
+    /// The fence its claim got.
+    pub fence: i64,
+    /// The node that ran it.
+    pub node: String,
+    /// Start.
+    pub started_at: Timestamp,
+    /// End, if it ended.
+    pub finished_at: Option<Timestamp>,
+    /// The run status it ended with, or `lost` / `released`.
+    pub outcome: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
 /// The storage seam. Every method is one database operation (one statement
 /// or one transaction); backends must pass `tests/store_conformance.rs`.
 pub trait Store: Send + Sync + 'static {
@@ -407,6 +454,19 @@ pub trait Store: Send + Sync + 'static {
         run: NewRun,
         now: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Tasks, oldest first, filtered; see [`ListTasks`].
+    fn list_tasks(
+        &self,
+        p: ListTasks,
+    ) -> impl Future<Output = Result<Vec<Task>, StoreError>> + Send;
+
+    /// Runs, newest first, filtered; see [`ListRuns`].
+    fn list_runs(&self, p: ListRuns) -> impl Future<Output = Result<Vec<Run>, StoreError>> + Send;
+
+    /// A run's attempts, first to last.
+    fn attempts(&self, run: RunId)
+    -> impl Future<Output = Result<Vec<Attempt>, StoreError>> + Send;
 
     /// A run by id.
     fn get_run(&self, id: RunId) -> impl Future<Output = Result<Option<Run>, StoreError>> + Send;

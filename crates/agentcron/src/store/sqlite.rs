@@ -1030,6 +1030,71 @@ impl Store for SqliteStore {
         Ok(inserted == 1)
     }
 
+    async fn list_tasks(&self, p: super::ListTasks) -> Result<Vec<Task>, StoreError> {
+        self.count();
+        let (label_key, label_value) = p.label.map_or((None, None), |(k, v)| (Some(k), Some(v)));
+        // Unused filters bind NULL and drop out; the label path is bound, not spliced.
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks \
+             WHERE (?1 IS NULL OR state = ?1) \
+             AND (?2 IS NULL OR json_extract(spec, '$.labels.\"' || ?2 || '\"') = ?3) \
+             AND (?4 IS NULL OR substr(name, 1, length(?4)) = ?4) \
+             AND (?5 IS NULL OR id > ?5) \
+             ORDER BY id LIMIT ?6"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(p.state.map(TaskState::as_str))
+            .bind(label_key)
+            .bind(label_value)
+            .bind(p.name_prefix)
+            .bind(p.after.map(|a| a.to_string()))
+            .bind(i64::from(p.limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(task_from_row).collect()
+    }
+
+    async fn list_runs(&self, p: super::ListRuns) -> Result<Vec<Run>, StoreError> {
+        self.count();
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs \
+             WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR task_id = ?2) \
+             AND (?3 IS NULL OR id < ?3) ORDER BY id DESC LIMIT ?4"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(p.status.map(RunStatus::as_str))
+            .bind(p.task.map(|t| t.to_string()))
+            .bind(p.before.map(|b| b.to_string()))
+            .bind(i64::from(p.limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn attempts(&self, run: RunId) -> Result<Vec<super::Attempt>, StoreError> {
+        self.count();
+        let rows = sqlx::query(
+            "SELECT attempt, fence, node, started_at, finished_at, outcome, error \
+             FROM attempts WHERE run_id = ? ORDER BY attempt",
+        )
+        .bind(run.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(super::Attempt {
+                    attempt: row.try_get("attempt")?,
+                    fence: row.try_get("fence")?,
+                    node: row.try_get("node")?,
+                    started_at: instant("attempts", row.try_get("started_at")?)?,
+                    finished_at: opt_instant("attempts", row.try_get("finished_at")?)?,
+                    outcome: row.try_get("outcome")?,
+                    error: row.try_get("error")?,
+                })
+            })
+            .collect()
+    }
+
     async fn get_run(&self, id: RunId) -> Result<Option<Run>, StoreError> {
         self.count();
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
