@@ -219,42 +219,44 @@ async fn task_runs(
     Ok(Json(api.store.runs_of_task(task.id, limit).await?))
 }
 
+/// Pause or resume.
+#[derive(Clone, Copy)]
+enum Switch {
+    Pause,
+    Resume,
+}
+
+/// `POST /tasks/{key}/pause` and `/resume`: 409 when the task is not in the
+/// state the switch needs.
+async fn switch_task(api: &Api, key: &str, switch: Switch) -> Result<Json<Task>, Problem> {
+    let task = find_task(api, key).await?;
+    let (done, needs) = match switch {
+        Switch::Pause => (api.engine.pause(task.id).await?, "active"),
+        Switch::Resume => (api.engine.resume(task.id).await?, "paused"),
+    };
+    if !done {
+        let detail = format!(
+            "task `{}` is {}, not {needs}",
+            task.spec.name,
+            task.state.as_str()
+        );
+        return Err(Problem::new(StatusCode::CONFLICT, "Conflict", detail));
+    }
+    find_task(api, key).await.map(Json)
+}
+
 async fn pause_task(
     State(api): State<Arc<Api>>,
     Path(key): Path<String>,
 ) -> Result<Json<Task>, Problem> {
-    let task = find_task(&api, &key).await?;
-    if !api.engine.pause(task.id).await? {
-        return Err(Problem::new(
-            StatusCode::CONFLICT,
-            "Conflict",
-            format!(
-                "task `{}` is {}, not active",
-                task.spec.name,
-                task.state.as_str()
-            ),
-        ));
-    }
-    find_task(&api, &key).await.map(Json)
+    switch_task(&api, &key, Switch::Pause).await
 }
 
 async fn resume_task(
     State(api): State<Arc<Api>>,
     Path(key): Path<String>,
 ) -> Result<Json<Task>, Problem> {
-    let task = find_task(&api, &key).await?;
-    if !api.engine.resume(task.id).await? {
-        return Err(Problem::new(
-            StatusCode::CONFLICT,
-            "Conflict",
-            format!(
-                "task `{}` is {}, not paused",
-                task.spec.name,
-                task.state.as_str()
-            ),
-        ));
-    }
-    find_task(&api, &key).await.map(Json)
+    switch_task(&api, &key, Switch::Resume).await
 }
 
 fn run_id(id: &str) -> Result<RunId, Problem> {
