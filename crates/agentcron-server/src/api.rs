@@ -29,6 +29,7 @@ pub(crate) fn router(api: Arc<Api>) -> Router {
             axum::routing::post(create_task).get(list_tasks),
         )
         .route("/api/v1/runs", get(list_runs))
+        .route("/api/v1/nodes", get(nodes))
         .route(
             "/api/v1/tasks/{key}",
             get(get_task).patch(patch_task).delete(delete_task),
@@ -689,4 +690,9 @@ async fn list_runs(
         .then(|| runs.last().map(|r| r.id.to_string()))
         .flatten();
     Ok(Json(serde_json::json!({"runs": runs, "next": next})))
+}
+
+/// The nodes that ran the engine on this database, most recently seen first.
+async fn nodes(State(api): State<Arc<Api>>) -> Result<Json<serde_json::Value>, Problem> {
+    Ok(Json(serde_json::json!({"nodes": api.store.nodes().await?})))
 }

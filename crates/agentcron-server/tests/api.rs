@@ -85,6 +85,32 @@ async fn health_create_read_and_problems() {
     let http = client();
     let url = |path: &str| format!("{}{path}", server.base);
 
+    // The engine records its node as it starts; poll until it has.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let nodes = loop {
+        let v: serde_json::Value = http
+            .get(url("/api/v1/nodes"))
+            .send()
+            .await
+            .expect("nodes")
+            .json()
+            .await
+            .expect("json");
+        if v["nodes"].as_array().is_some_and(|n| !n.is_empty()) {
+            break v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no node recorded: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    let node = &nodes["nodes"][0];
+    assert_eq!(
+        (node["version"].as_str(), node["skew_ms"].as_i64()),
+        (Some(env!("CARGO_PKG_VERSION")), Some(0))
+    );
+    assert!(node["id"].as_str().is_some_and(|id| !id.is_empty()));
     let health = http.get(url("/healthz")).send().await.expect("healthz");
     assert_eq!(
         (health.status().as_u16(), health.text().await.expect("body")),
