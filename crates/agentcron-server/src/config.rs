@@ -103,9 +103,12 @@ pub(crate) struct Flags {
     pub(crate) log_format: Option<LogFormat>,
 }
 
-/// The environment variables read, and the config key each sets.
-const ENV_KEYS: [(&str, &str); 10] = [
+/// The environment variables read, and the config key each sets (none for
+/// those `serve` accepts but does not use: the CLI client's).
+const ENV_KEYS: [(&str, &str); 12] = [
     ("AGENTCRON_CONFIG", ""),
+    ("AGENTCRON_SERVER", ""),
+    ("AGENTCRON_TOKEN", ""),
     ("AGENTCRON_DATABASE", "database"),
     ("AGENTCRON_LISTEN", "listen"),
     ("AGENTCRON_NODE", "node"),

@@ -8,8 +8,9 @@
 //! - `serve`: the daemon — opens the database, brings `[[task]]`s up to date,
 //!   runs the engine until SIGTERM/SIGINT, stops gracefully.
 //! - `config`: defaults < `agentcron.toml` < `AGENTCRON_*` < flags.
-//! - `api`: the HTTP API (so far health, readiness, create and read tasks),
-//!   errors as `application/problem+json`.
+//! - `api`: the HTTP API, errors as `application/problem+json`.
+//! - `client`: `task list|show`, `runs list`, `nodes` against a running
+//!   server's API.
 //!
 //! The rest of the REST API, the dashboard, metrics and MCP arrive with their
 //! issues; see `docs/architecture.md`.
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod api;
+mod client;
 mod config;
 mod cron_cmd;
 mod serve;
@@ -40,6 +42,34 @@ enum Command {
     /// Work with cron expressions: next fire times, descriptions.
     #[command(subcommand)]
     Cron(cron_cmd::CronCommand),
+    /// Tasks on a running server.
+    Task {
+        #[command(flatten)]
+        target: client::Target,
+        #[command(subcommand)]
+        cmd: client::TaskCommand,
+    },
+    /// Runs on a running server.
+    Runs {
+        #[command(flatten)]
+        target: client::Target,
+        #[command(subcommand)]
+        cmd: client::RunsCommand,
+    },
+    /// The nodes that ran the engine on the server's database.
+    Nodes {
+        #[command(flatten)]
+        target: client::Target,
+    },
+}
+
+/// Runs a client command on a small runtime.
+fn block_on(f: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?
+        .block_on(f)
 }
 
 fn serve_main(flags: &config::Flags) -> anyhow::Result<()> {
@@ -68,6 +98,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Cron(cmd) => cron_cmd::run(cmd, &mut std::io::stdout().lock()),
         Command::Serve(flags) => serve_main(&flags),
+        Command::Task { target, cmd } => {
+            block_on(client::task(cmd, &target, &mut std::io::stdout().lock()))
+        }
+        Command::Runs { target, cmd } => {
+            block_on(client::runs(cmd, &target, &mut std::io::stdout().lock()))
+        }
+        Command::Nodes { target } => {
+            block_on(client::nodes(&target, &mut std::io::stdout().lock()))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

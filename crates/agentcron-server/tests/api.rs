@@ -783,3 +783,119 @@ async fn listing_tasks_and_runs_with_attempts_and_limits() {
         .expect("post");
     assert_eq!(r.status().as_u16(), 415);
 }
+
+/// Runs the CLI client against `server`.
+fn cli(server: &Server, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_agentcron"))
+        .args(args)
+        .env("AGENTCRON_SERVER", &server.base)
+        .output()
+        .expect("the client runs")
+}
+
+#[tokio::test]
+async fn the_cli_client_lists_shows_and_reports_problems() {
+    let server = serve();
+    let http = client();
+    for name in ["alpha", "beta"] {
+        let spec = serde_json::json!({"name": name, "labels": {"team": name}, "schedule": {"every": "1h"}, "action": {"type": "handler", "name": "h"}});
+        http.post(format!("{}/api/v1/tasks", server.base))
+            .json(&spec)
+            .send()
+            .await
+            .expect("post");
+    }
+    let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+
+    let list = cli(&server, &["task", "list"]);
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let lines: Vec<String> = text(&list).lines().map(str::to_string).collect();
+    assert!(
+        lines[0].starts_with("NAME   STATE   NEXT FIRE"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("alpha  active  ") && lines[2].starts_with("beta   active  "),
+        "{lines:?}"
+    );
+
+    let json: serde_json::Value = serde_json::from_str(&text(&cli(
+        &server,
+        &["task", "list", "--label", "team=beta", "--json"],
+    )))
+    .expect("JSON");
+    assert_eq!(
+        json.as_array()
+            .map(|a| a.iter().map(|t| t["name"].clone()).collect::<Vec<_>>()),
+        Some(vec![serde_json::json!("beta")])
+    );
+
+    let shown: serde_json::Value =
+        serde_json::from_str(&text(&cli(&server, &["task", "show", "alpha"]))).expect("JSON");
+    assert_eq!(
+        (shown["name"].as_str(), shown["version"].as_i64()),
+        (Some("alpha"), Some(1))
+    );
+
+    let missing = cli(&server, &["task", "show", "nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr),
+        "agentcron: 404 Not Found: no task with id or name `nope`\n"
+    );
+    let bad = cli(&server, &["task", "list", "--state", "sleepy"]);
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr),
+        "agentcron: 400 Bad Request: state `sleepy` is not one of active, paused, cancelled, completed (field state)\n"
+    );
+
+    http.post(format!("{}/api/v1/tasks/alpha/trigger", server.base))
+        .send()
+        .await
+        .expect("trigger");
+    let runs = cli(&server, &["runs", "list", "--task", "alpha"]);
+    let lines: Vec<String> = text(&runs).lines().map(str::to_string).collect();
+    assert!(lines[0].starts_with("SCHEDULED FOR"), "{lines:?}");
+    assert_eq!(lines.len(), 2, "one run: {lines:?}");
+    assert!(lines[1].contains("manual"), "{lines:?}");
+
+    let nodes = text(&cli(&server, &["nodes"]));
+    assert!(
+        nodes.starts_with("NODE") && nodes.lines().count() == 2,
+        "{nodes}"
+    );
+
+    // Nobody listening: one line naming the server.
+    let closed = Command::new(env!("CARGO_BIN_EXE_agentcron"))
+        .args(["nodes", "--server", "http://127.0.0.1:9"])
+        .output()
+        .expect("runs");
+    assert_eq!(closed.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&closed.stderr)
+            .starts_with("agentcron: cannot reach the agentcron server at http://127.0.0.1:9")
+    );
+}
+
+#[test]
+fn serve_accepts_the_client_s_environment() {
+    // With AGENTCRON_SERVER/TOKEN set, serve gets past the environment check
+    // (and stops at the next one, the non-loopback refusal).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_agentcron"))
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env("AGENTCRON_SERVER", "http://127.0.0.1:8080")
+        .env("AGENTCRON_TOKEN", "x")
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("refusing to listen on 0.0.0.0:0"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
