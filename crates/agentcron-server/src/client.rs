@@ -1,5 +1,5 @@
-//! The CLI client: `agentcron task list|show`, `agentcron runs list` and
-//! `agentcron nodes` talk to a running server's API (`--server`, or
+//! The CLI client: `agentcron task list|show|pause|resume|run|rm`,
+//! `agentcron runs list|show|cancel` and `agentcron nodes` talk to a running server's API (`--server`, or
 //! `AGENTCRON_SERVER`, default `http://127.0.0.1:8080`). Tables for people,
 //! `--json` for scripts; a failure prints the server's problem in one line.
 
@@ -35,6 +35,14 @@ pub(crate) enum TaskCommand {
     },
     /// Show one task by id or name.
     Show { task: String },
+    /// Pause a task.
+    Pause { task: String },
+    /// Resume a paused task from now on.
+    Resume { task: String },
+    /// Run a task now.
+    Run { task: String },
+    /// Delete a task (it is kept as cancelled, with its history).
+    Rm { task: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -48,6 +56,10 @@ pub(crate) enum RunsCommand {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
+    /// Show one run with its attempts.
+    Show { run: String },
+    /// Cancel a run that has not finished.
+    Cancel { run: String },
 }
 
 fn client() -> anyhow::Result<reqwest::Client> {
@@ -57,20 +69,21 @@ fn client() -> anyhow::Result<reqwest::Client> {
         .context("cannot build the HTTP client")
 }
 
-/// GETs `path` and returns the JSON, or fails with the problem's detail.
-async fn get(
+/// Sends a request and returns the JSON answer (`null` for 204), or fails
+/// with the server's problem in one line.
+async fn send(
     target: &Target,
-    path: &str,
-    query: &[(&str, String)],
+    request: reqwest::RequestBuilder,
 ) -> anyhow::Result<serde_json::Value> {
-    let url = format!("{}{path}", target.server.trim_end_matches('/'));
-    let response = client()?
-        .get(&url)
-        .query(query)
+    let response = request
         .send()
         .await
         .with_context(|| format!("cannot reach the agentcron server at {}", target.server))?;
     let status = response.status();
+    if status == reqwest::StatusCode::NO_CONTENT {
+        return Ok(serde_json::Value::Null);
+    }
+    let url = response.url().to_string();
     let body: serde_json::Value = response
         .json()
         .await
@@ -83,6 +96,24 @@ async fn get(
         }
     }
     Ok(body)
+}
+
+fn url(target: &Target, path: &str) -> String {
+    format!("{}{path}", target.server.trim_end_matches('/'))
+}
+
+/// GETs `path` with `query`.
+async fn get(
+    target: &Target,
+    path: &str,
+    query: &[(&str, String)],
+) -> anyhow::Result<serde_json::Value> {
+    send(target, client()?.get(url(target, path)).query(query)).await
+}
+
+/// POSTs to `path` (no body).
+async fn post(target: &Target, path: &str) -> anyhow::Result<serde_json::Value> {
+    send(target, client()?.post(url(target, path))).await
 }
 
 fn cell(v: &serde_json::Value) -> String {
@@ -162,7 +193,53 @@ pub(crate) async fn task(
             let body = get(target, &format!("/api/v1/tasks/{task}"), &[]).await?;
             print_json(out, &body)
         }
+        TaskCommand::Pause { task } => {
+            let body = post(target, &format!("/api/v1/tasks/{task}/pause")).await?;
+            say(out, target, &body, format!("paused {task}"))
+        }
+        TaskCommand::Resume { task } => {
+            let body = post(target, &format!("/api/v1/tasks/{task}/resume")).await?;
+            say(
+                out,
+                target,
+                &body,
+                format!("resumed {task}; next fire {}", cell(&body["next_fire_at"])),
+            )
+        }
+        TaskCommand::Run { task } => {
+            let body = post(target, &format!("/api/v1/tasks/{task}/trigger")).await?;
+            say(
+                out,
+                target,
+                &body,
+                format!("started run {}", cell(&body["id"])),
+            )
+        }
+        TaskCommand::Rm { task } => {
+            let path = url(target, &format!("/api/v1/tasks/{task}"));
+            send(target, client()?.delete(path)).await?;
+            say(
+                out,
+                target,
+                &serde_json::json!({"deleted": task}),
+                format!("deleted {task}"),
+            )
+        }
     }
+}
+
+/// One line for people, or the JSON with `--json`.
+fn say(
+    out: &mut impl Write,
+    target: &Target,
+    body: &serde_json::Value,
+    line: String,
+) -> anyhow::Result<()> {
+    if target.json {
+        return print_json(out, body);
+    }
+    writeln!(out, "{line}")?;
+    Ok(())
 }
 
 pub(crate) async fn runs(
@@ -170,11 +247,21 @@ pub(crate) async fn runs(
     target: &Target,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let RunsCommand::List {
-        task,
-        status,
-        limit,
-    } = cmd;
+    let (task, status, limit) = match cmd {
+        RunsCommand::List {
+            task,
+            status,
+            limit,
+        } => (task, status, limit),
+        RunsCommand::Show { run } => {
+            let body = get(target, &format!("/api/v1/runs/{run}"), &[]).await?;
+            return print_json(out, &body);
+        }
+        RunsCommand::Cancel { run } => {
+            let body = post(target, &format!("/api/v1/runs/{run}/cancel")).await?;
+            return say(out, target, &body, format!("cancelled run {run}"));
+        }
+    };
     let mut query = vec![("limit", limit.to_string())];
     query.extend(task.map(|t| ("task", t)));
     query.extend(status.map(|s| ("status", s)));

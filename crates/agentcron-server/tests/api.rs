@@ -899,3 +899,69 @@ fn serve_accepts_the_client_s_environment() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn the_cli_client_changes_tasks_and_runs() {
+    use agentcron_testkit::http::{Reply, TestServer};
+    let mut hanging = TestServer::start(vec![Reply::Hang]).await;
+    let server = serve();
+    let http = client();
+    let spec = serde_json::json!({"name": "job", "schedule": {"every": "1h"},
+        "action": {"type": "http", "url": format!("{}/x", hanging.url)}});
+    http.post(format!("{}/api/v1/tasks", server.base))
+        .json(&spec)
+        .send()
+        .await
+        .expect("post");
+    let out = |args: &[&str]| {
+        let o = cli(&server, args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(out(&["task", "pause", "job"]), "paused job\n");
+    let again = cli(&server, &["task", "pause", "job"]);
+    assert_eq!(
+        String::from_utf8_lossy(&again.stderr),
+        "agentcron: 409 Conflict: task `job` is paused, not active\n"
+    );
+    assert!(out(&["task", "resume", "job"]).starts_with("resumed job; next fire "));
+
+    // Run now, see it running, cancel it, see it cancelled.
+    let started = out(&["task", "run", "job"]);
+    let id = started
+        .trim()
+        .strip_prefix("started run ")
+        .expect("the run id")
+        .to_string();
+    hanging.next().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let run: serde_json::Value =
+            serde_json::from_str(&out(&["runs", "show", &id])).expect("JSON");
+        if run["status"] == "running" {
+            assert_eq!(run["attempts"].as_array().map(Vec::len), Some(1));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{run}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        out(&["runs", "cancel", &id]),
+        format!("cancelled run {id}\n")
+    );
+    let run: serde_json::Value = serde_json::from_str(&out(&["runs", "show", &id])).expect("JSON");
+    assert_eq!(run["status"], "cancelled");
+    let twice = cli(&server, &["runs", "cancel", &id]);
+    assert_eq!(twice.status.code(), Some(1));
+
+    let json: serde_json::Value =
+        serde_json::from_str(&out(&["task", "rm", "job", "--json"])).expect("JSON");
+    assert_eq!(json, serde_json::json!({"deleted": "job"}));
+    let shown: serde_json::Value =
+        serde_json::from_str(&out(&["task", "show", "job"])).expect("JSON");
+    assert_eq!(shown["state"], "cancelled");
+}
