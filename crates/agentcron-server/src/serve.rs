@@ -159,11 +159,7 @@ async fn sync_tasks(
 }
 
 fn default_node() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "node".into());
+    let host = agentcron::engine::host_name().unwrap_or_else(|| "node".into());
     let suffix = uuid::Uuid::now_v7().simple().to_string();
     format!("{host}-{}", &suffix[suffix.len() - 6..])
 }

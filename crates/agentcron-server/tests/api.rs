@@ -719,15 +719,13 @@ async fn listing_tasks_and_runs_with_attempts_and_limits() {
         .expect("json");
     agent.next().await;
     let id = run["id"].as_str().expect("id").to_string();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let done = loop {
-        let v = get(url(&format!("/api/v1/runs/{id}"))).await;
-        if v["status"] == "succeeded" {
-            break v;
-        }
-        assert!(std::time::Instant::now() < deadline, "{v}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let done = until(
+        &http,
+        &url(&format!("/api/v1/runs/{id}")),
+        "the run succeeds",
+        |v| v["status"] == "succeeded",
+    )
+    .await;
     let attempts = done["attempts"].as_array().expect("attempts");
     assert_eq!(attempts.len(), 1);
     assert_eq!(

@@ -188,19 +188,20 @@ impl<S: Store, C: Clock> Ctx<S, C> {
     }
 }
 
+/// This machine's host name, if it has one.
+pub fn host_name() -> Option<String> {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}
+
 /// Records this node in the store at start.
 async fn register<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
     let now = ctx.clock.now();
-    let host = std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
     let node = crate::model::Node {
         id: ctx.config.node.clone(),
-        host: if host.is_empty() {
-            "unknown".into()
-        } else {
-            host
-        },
+        host: host_name().unwrap_or_else(|| "unknown".into()),
         version: env!("CARGO_PKG_VERSION").into(),
         started_at: now,
         heartbeat_at: now,
