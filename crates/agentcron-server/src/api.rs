@@ -9,44 +9,164 @@ use std::sync::Arc;
 use agentcron::store::{NewTask, SqliteStore, Store, StoreError};
 use agentcron::{Engine, Run, RunId, SystemClock, Task, TaskId, TaskSpec};
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::MethodFilter;
 use axum::{Json, Router};
 
 /// What the handlers share.
 pub(crate) struct Api {
     pub(crate) store: SqliteStore,
     pub(crate) engine: Arc<Engine<SqliteStore, SystemClock>>,
+    /// API tokens; empty means open (loopback only).
+    pub(crate) tokens: crate::auth::Tokens,
+}
+
+/// A router that records each route it is given, so the OpenAPI document
+/// can be checked against the real routes.
+pub(crate) struct Routes {
+    router: Router<Arc<Api>>,
+    table: Vec<(Method, &'static str)>,
+}
+
+impl Routes {
+    fn new() -> Self {
+        Routes {
+            router: Router::new(),
+            table: Vec::new(),
+        }
+    }
+
+    fn add<H, T>(mut self, method: Method, path: &'static str, handler: H) -> Self
+    where
+        H: axum::handler::Handler<T, Arc<Api>>,
+        T: 'static,
+    {
+        let Ok(filter) = MethodFilter::try_from(method.clone()) else {
+            unreachable!("routes use the standard methods, not {method}")
+        };
+        self.router = self.router.route(path, axum::routing::on(filter, handler));
+        self.table.push((method, path));
+        self
+    }
+}
+
+/// Open to anyone: probes and the API's description.
+fn public_routes() -> Routes {
+    Routes::new()
+        .add(Method::GET, "/healthz", healthz)
+        .add(Method::GET, "/readyz", readyz)
+        .add(Method::GET, "/api/v1/openapi.json", openapi)
+}
+
+/// Behind the token check (when tokens are configured).
+fn protected_routes() -> Routes {
+    Routes::new()
+        .add(Method::POST, "/api/v1/tasks", create_task)
+        .add(Method::GET, "/api/v1/tasks", list_tasks)
+        .add(Method::GET, "/api/v1/tasks/{key}", get_task)
+        .add(Method::PATCH, "/api/v1/tasks/{key}", patch_task)
+        .add(Method::DELETE, "/api/v1/tasks/{key}", delete_task)
+        .add(Method::POST, "/api/v1/tasks/{key}/pause", pause_task)
+        .add(Method::POST, "/api/v1/tasks/{key}/resume", resume_task)
+        .add(Method::POST, "/api/v1/tasks/{key}/trigger", trigger)
+        .add(Method::GET, "/api/v1/tasks/{key}/upcoming", upcoming)
+        .add(Method::GET, "/api/v1/tasks/{key}/runs", task_runs)
+        .add(Method::GET, "/api/v1/runs", list_runs)
+        .add(Method::GET, "/api/v1/runs/{id}", get_run)
+        .add(Method::POST, "/api/v1/runs/{id}/cancel", cancel_run)
+        .add(Method::GET, "/api/v1/nodes", nodes)
+        .add(Method::POST, "/api/v1/cron/preview", cron_preview)
+}
+
+/// Every route: method and path template.
+#[cfg(test)]
+pub(crate) fn route_table() -> Vec<(Method, &'static str)> {
+    let mut table = public_routes().table;
+    table.extend(protected_routes().table);
+    table
 }
 
 pub(crate) fn router(api: Arc<Api>) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route(
-            "/api/v1/tasks",
-            axum::routing::post(create_task).get(list_tasks),
-        )
-        .route("/api/v1/runs", get(list_runs))
-        .route("/api/v1/nodes", get(nodes))
-        .route(
-            "/api/v1/tasks/{key}",
-            get(get_task).patch(patch_task).delete(delete_task),
-        )
-        .route("/api/v1/tasks/{key}/upcoming", get(upcoming))
-        .route("/api/v1/tasks/{key}/trigger", axum::routing::post(trigger))
-        .route("/api/v1/cron/preview", axum::routing::post(cron_preview))
-        .route("/api/v1/tasks/{key}/runs", get(task_runs))
-        .route("/api/v1/tasks/{key}/pause", axum::routing::post(pause_task))
-        .route(
-            "/api/v1/tasks/{key}/resume",
-            axum::routing::post(resume_task),
-        )
-        .route("/api/v1/runs/{id}", get(get_run))
-        .route("/api/v1/runs/{id}/cancel", axum::routing::post(cancel_run))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+    let protected = protected_routes()
+        .router
+        .route_layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            require_token,
+        ));
+    let swagger = swagger_ui_dist::generate_routes(swagger_ui_dist::ApiDefinition {
+        uri_prefix: "/api/docs",
+        api_definition: swagger_ui_dist::OpenApiSource::Uri("/api/v1/openapi.json"),
+        title: Some("agentcron API"),
+    });
+    public_routes()
+        .router
+        .merge(protected)
         .with_state(api)
+        .merge(swagger)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+}
+
+/// Checks the bearer token when the server has tokens: GET and HEAD need
+/// the read role, everything else write.
+async fn require_token(
+    State(api): State<Arc<Api>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if api.tokens.is_empty() {
+        return next.run(request).await;
+    }
+    let needs = if matches!(*request.method(), Method::GET | Method::HEAD) {
+        crate::auth::Role::Read
+    } else {
+        crate::auth::Role::Write
+    };
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match api.tokens.check(authorization, needs) {
+        Ok(_) => next.run(request).await,
+        Err(refusal @ crate::auth::Refusal::Unauthenticated(_)) => {
+            let mut response =
+                Problem::new(StatusCode::UNAUTHORIZED, "Unauthorized", refusal.detail())
+                    .into_response();
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"agentcron\""),
+            );
+            response
+        }
+        Err(refusal) => {
+            Problem::new(StatusCode::FORBIDDEN, "Forbidden", refusal.detail()).into_response()
+        }
+    }
+}
+
+async fn not_found(uri: axum::http::Uri) -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "Not Found",
+        format!(
+            "no such endpoint: {} (see /api/v1/openapi.json)",
+            uri.path()
+        ),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Method Not Allowed",
+        format!("{} does not take {method}", uri.path()),
+    )
+}
+
+async fn openapi() -> Json<serde_json::Value> {
+    Json(crate::openapi::document())
 }
 
 /// Largest request body accepted; larger ones answer 413.
@@ -206,6 +326,7 @@ async fn get_task(
 
 /// Query of `GET /tasks/{key}/runs`.
 #[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RunsQuery {
     limit: Option<u32>,
 }
@@ -213,10 +334,11 @@ struct RunsQuery {
 async fn task_runs(
     State(api): State<Arc<Api>>,
     Path(key): Path<String>,
-    axum::extract::Query(q): axum::extract::Query<RunsQuery>,
+    q: Result<axum::extract::Query<RunsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<Run>>, Problem> {
+    let axum::extract::Query(q) = q.map_err(query_problem)?;
     let task = find_task(&api, &key).await?;
-    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    let limit = bounded("limit", q.limit, 50, 1000)?;
     Ok(Json(api.store.runs_of_task(task.id, limit).await?))
 }
 
@@ -323,15 +445,17 @@ async fn cancel_run(
 
 /// `?count=N` (default 5, at most 100).
 #[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct CountQuery {
-    count: Option<usize>,
+    count: Option<u32>,
 }
 
 async fn upcoming(
     State(api): State<Arc<Api>>,
     Path(key): Path<String>,
-    axum::extract::Query(q): axum::extract::Query<CountQuery>,
+    q: Result<axum::extract::Query<CountQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, Problem> {
+    let axum::extract::Query(q) = q.map_err(query_problem)?;
     let task = find_task(&api, &key).await?;
     let schedule = agentcron::CompiledSchedule::compile(&task.spec.schedule, &task.id.to_string())
         .map_err(|e| {
@@ -339,7 +463,8 @@ async fn upcoming(
         })?;
     let mut next = Vec::new();
     let mut at = jiff::Timestamp::now();
-    while next.len() < q.count.unwrap_or(5).clamp(1, 100) {
+    let count = bounded("count", q.count, 5, 100)?;
+    while next.len() < count as usize {
         let Some(n) = schedule.next_after(at) else {
             break;
         };
@@ -354,8 +479,9 @@ async fn upcoming(
 async fn trigger(
     State(api): State<Arc<Api>>,
     Path(key): Path<String>,
-    body: Option<Json<serde_json::Value>>,
+    body: Result<Option<Json<serde_json::Value>>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, Problem> {
+    let body = body.map_err(|e| body_problem(&e))?;
     let task = find_task(&api, &key).await?;
     let payload = match body.map(|Json(b)| b) {
         None => None,
@@ -518,7 +644,7 @@ struct Preview {
     #[serde(default)]
     timezone: Option<String>,
     #[serde(default)]
-    count: Option<usize>,
+    count: Option<u32>,
 }
 
 async fn cron_preview(
@@ -531,6 +657,7 @@ async fn cron_preview(
             e.body_text(),
         )
     })?;
+    let count = bounded("count", p.count, 5, 100)?;
     let zone = p.timezone.unwrap_or_else(|| "UTC".into());
     let tz = jiff::tz::TimeZone::get(&zone).map_err(|e| {
         Problem::new(
@@ -556,7 +683,7 @@ async fn cron_preview(
     let start = jiff::Timestamp::now().to_zoned_datetime(tz);
     let next: Vec<String> = schedule
         .iter_after(&start)
-        .take(p.count.unwrap_or(5).clamp(1, 100))
+        .take(count as usize)
         .map(|z| z.timestamp().display_with_offset(z.offset()).to_string())
         .collect();
     Ok(Json(serde_json::json!({
@@ -576,6 +703,20 @@ struct TasksQuery {
     name_prefix: Option<String>,
     after: Option<String>,
     limit: Option<u32>,
+}
+
+/// `value` (or `default` when absent), refused outside `1..=max`.
+fn bounded(field: &str, value: Option<u32>, default: u32, max: u32) -> Result<u32, Problem> {
+    let v = value.unwrap_or(default);
+    if !(1..=max).contains(&v) {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "Bad Request",
+            format!("{field} must be between 1 and {max}, not {v}"),
+        )
+        .field(field));
+    }
+    Ok(v)
 }
 
 fn query_problem(e: axum::extract::rejection::QueryRejection) -> Problem {
@@ -624,7 +765,7 @@ async fn list_tasks(
             .field("after")
         })?),
     };
-    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let limit = bounded("limit", q.limit, 50, 500)?;
     let tasks = api
         .store
         .list_tasks(agentcron::store::ListTasks {
@@ -676,7 +817,7 @@ async fn list_runs(
         None => None,
         Some(b) => Some(run_id(&b).map_err(|p| p.field("before"))?),
     };
-    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let limit = bounded("limit", q.limit, 50, 500)?;
     let runs = api
         .store
         .list_runs(agentcron::store::ListRuns {

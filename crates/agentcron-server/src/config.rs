@@ -40,6 +40,9 @@ pub(crate) struct Config {
     /// Tasks created or updated (by name) at start.
     #[serde(rename = "task")]
     pub(crate) tasks: Vec<TaskSpec>,
+    /// API tokens (`[[token]]`: name, role, hash).
+    #[serde(rename = "token")]
+    pub(crate) tokens: Vec<crate::auth::TokenEntry>,
 }
 
 /// `[history]`: finished runs beyond a task's newest `keep_runs`, or older
@@ -75,6 +78,7 @@ impl Default for Config {
             log_level: "info".into(),
             history: History::default(),
             tasks: Vec::new(),
+            tokens: Vec::new(),
         }
     }
 }
@@ -182,6 +186,7 @@ impl Config {
     }
 
     fn check(&self) -> anyhow::Result<()> {
+        crate::auth::Tokens::new(&self.tokens)?;
         if self.workers == 0 {
             bail!(UsageError("workers must be at least 1".into()));
         }

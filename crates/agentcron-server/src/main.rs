@@ -18,9 +18,11 @@
 #![forbid(unsafe_code)]
 
 mod api;
+mod auth;
 mod client;
 mod config;
 mod cron_cmd;
+mod openapi;
 mod serve;
 
 use std::process::ExitCode;
@@ -61,6 +63,9 @@ enum Command {
         #[command(flatten)]
         target: client::Target,
     },
+    /// API tokens.
+    #[command(subcommand)]
+    Token(auth::TokenCommand),
 }
 
 /// Runs a client command on a small runtime.
@@ -104,6 +109,7 @@ fn main() -> ExitCode {
         Command::Runs { target, cmd } => {
             block_on(client::runs(cmd, &target, &mut std::io::stdout().lock()))
         }
+        Command::Token(cmd) => auth::run(cmd, &mut std::io::stdout().lock()),
         Command::Nodes { target } => {
             block_on(client::nodes(&target, &mut std::io::stdout().lock()))
         }

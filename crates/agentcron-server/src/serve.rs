@@ -24,7 +24,8 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         keep_for: config.history.keep_for.to_std(),
         ..EngineConfig::default()
     };
-    let listener = bind(&config.listen).await?;
+    let tokens = crate::auth::Tokens::new(&config.tokens)?;
+    let listener = bind(&config.listen, !tokens.is_empty()).await?;
     let address = listener
         .local_addr()
         .context("reading the listen address")?;
@@ -34,6 +35,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     let api = std::sync::Arc::new(crate::api::Api {
         store,
         engine: engine.clone(),
+        tokens,
     });
     let stop_http = tokio_util::sync::CancellationToken::new();
     let http = {
@@ -70,18 +72,18 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Binds the API's address. Until API tokens exist, only loopback addresses
+/// Binds the API's address. Without API tokens only loopback addresses
 /// are allowed: an open scheduler on a network is a remote-execution hole.
-async fn bind(listen: &str) -> anyhow::Result<tokio::net::TcpListener> {
+async fn bind(listen: &str, has_tokens: bool) -> anyhow::Result<tokio::net::TcpListener> {
     let addr: std::net::SocketAddr = listen.parse().map_err(|_| {
         UsageError(format!(
             "listen `{listen}` is not an address like 127.0.0.1:8080"
         ))
     })?;
-    if !addr.ip().is_loopback() {
+    if !addr.ip().is_loopback() && !has_tokens {
         bail!(UsageError(format!(
             "refusing to listen on {addr}: it is not a loopback address and no API tokens are configured \
-             (token authentication is not built yet; listen on 127.0.0.1 and put a proxy with authentication in front)"
+             (make one with `agentcron token create --role admin`, or listen on 127.0.0.1)"
         )));
     }
     tokio::net::TcpListener::bind(addr)
@@ -109,7 +111,12 @@ async fn sync_tasks(
 ) -> anyhow::Result<usize> {
     let mut changed = 0;
     for (i, spec) in tasks.iter().enumerate() {
-        let existing = store.get_task_by_name(&spec.name).await?;
+        // A deleted (cancelled) task of that name stays history; declaring
+        // the name again makes a new task.
+        let existing = store
+            .get_task_by_name(&spec.name)
+            .await?
+            .filter(|t| t.state != TaskState::Cancelled);
         let id = existing.as_ref().map_or_else(TaskId::new, |t| t.id);
         let schedule = spec
             .validate(&id.to_string())

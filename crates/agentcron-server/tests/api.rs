@@ -1,70 +1,10 @@
 //! The HTTP API of a real `agentcron serve` process on 127.0.0.1:0.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod support;
 
-struct Server {
-    child: Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
+use std::process::Command;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `agentcron serve` on a free loopback port and waits for its address.
-fn serve() -> Server {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = format!("sqlite://{}", dir.path().join("agentcron.db").display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentcron"))
-        .args([
-            "serve",
-            "--database",
-            &db,
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ])
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agentcron starts");
-    let stderr = child.stderr.take().expect("piped");
-    let mut lines = BufReader::new(stderr).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("serve logs its address before exiting")
-            .expect("utf-8 log");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest
-                .trim_end_matches(['"', '}'])
-                .split('"')
-                .next()
-                .expect("address")
-                .to_string();
-        }
-    };
-    // Keep draining the log so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        child,
-        base,
-        _dir: dir,
-    }
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-}
+use support::{cli, client, serve, until};
 
 fn example_task() -> serde_json::Value {
     serde_json::json!({
@@ -252,34 +192,6 @@ fn a_non_loopback_address_is_refused_without_tokens() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refusing to listen on 0.0.0.0:0: it is not a loopback address and no API tokens are configured"), "{err}");
-}
-
-/// Polls `GET path` until `done` accepts the JSON, up to 10 s.
-async fn until(
-    http: &reqwest::Client,
-    url: &str,
-    what: &str,
-    done: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let v: serde_json::Value = http
-            .get(url)
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
-        if done(&v) {
-            return v;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}: {v}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]
@@ -780,15 +692,6 @@ async fn listing_tasks_and_runs_with_attempts_and_limits() {
         .await
         .expect("post");
     assert_eq!(r.status().as_u16(), 415);
-}
-
-/// Runs the CLI client against `server`.
-fn cli(server: &Server, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_agentcron"))
-        .args(args)
-        .env("AGENTCRON_SERVER", &server.base)
-        .output()
-        .expect("the client runs")
 }
 
 #[tokio::test]

@@ -103,6 +103,48 @@ async fn tasks_create_get_and_reject_duplicate_names<S: Store>(s: S) {
     assert!(matches!(dup, Err(StoreError::DuplicateName(n)) if n == "report"));
 }
 
+/// A name is unique among tasks that are not cancelled: a deleted task's
+/// name can be used again, and lookups by name find the live task.
+async fn cancelled_names_can_be_used_again<S: Store>(s: S) {
+    let old = new_task(&s, "report", 1, t0()).await;
+    let cancel = |t: &Task, state| UpdateTask {
+        id: t.id,
+        expected_version: t.version,
+        spec: t.spec.clone(),
+        state,
+        next_fire_at: None,
+        now: t0(),
+    };
+    let old = s
+        .update_task(cancel(&old, TaskState::Cancelled))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get_task_by_name("report").await.unwrap(),
+        Some(old.clone())
+    );
+    let new = new_task(&s, "report", 2, t0()).await;
+    assert_ne!(new.id, old.id);
+    assert_eq!(
+        s.get_task_by_name("report").await.unwrap(),
+        Some(new.clone())
+    );
+    // Still one live task per name: neither a second create nor reviving the old one.
+    let dup = s
+        .create_task(NewTask {
+            id: TaskId::new(),
+            spec: spec("report", 1),
+            next_fire_at: None,
+            now: t0(),
+        })
+        .await;
+    assert!(matches!(dup, Err(StoreError::DuplicateName(n)) if n == "report"));
+    let revived = s.update_task(cancel(&old, TaskState::Active)).await;
+    assert!(matches!(revived, Err(StoreError::DuplicateName(n)) if n == "report"));
+    // The old task and its state are untouched by the failed revival.
+    assert_eq!(s.get_task(old.id).await.unwrap(), Some(old));
+}
+
 async fn update_is_optimistic<S: Store>(s: S) {
     let task = new_task(&s, "report", 1, t0()).await;
     let mut changed = task.spec.clone();
@@ -1193,6 +1235,7 @@ macro_rules! backend {
         mod $module {
             backend!(@tests $open;
                 tasks_create_get_and_reject_duplicate_names,
+                cancelled_names_can_be_used_again,
                 update_is_optimistic,
                 plan_records_each_fire_once,
                 plan_respects_limit_and_order,

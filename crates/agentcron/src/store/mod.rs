@@ -294,7 +294,8 @@ pub trait Store: Send + Sync + 'static {
     fn get_task(&self, id: TaskId)
     -> impl Future<Output = Result<Option<Task>, StoreError>> + Send;
 
-    /// A task by name.
+    /// A task by name: the one that is not cancelled, else the newest cancelled
+    /// one (names are unique among tasks that are not cancelled).
     fn get_task_by_name(
         &self,
         name: &str,

@@ -387,7 +387,16 @@ impl Store for SqliteStore {
 
     async fn get_task_by_name(&self, name: &str) -> Result<Option<Task>, StoreError> {
         self.count();
-        self.task_where("name", name).await
+        // The live task of that name, else the newest cancelled one.
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE name = ? \
+             ORDER BY state = 'cancelled', created_at DESC, id DESC LIMIT 1"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(task_from_row).transpose()
     }
 
     async fn update_task(&self, p: UpdateTask) -> Result<Task, StoreError> {
