@@ -22,6 +22,7 @@ mod auth;
 mod client;
 mod config;
 mod cron_cmd;
+mod declare;
 mod openapi;
 mod serve;
 
@@ -49,7 +50,7 @@ enum Command {
         #[command(flatten)]
         target: client::Target,
         #[command(subcommand)]
-        cmd: client::TaskCommand,
+        cmd: Box<client::TaskCommand>,
     },
     /// Runs on a running server.
     Runs {
@@ -66,6 +67,34 @@ enum Command {
     /// API tokens.
     #[command(subcommand)]
     Token(auth::TokenCommand),
+    /// Make the server's tasks match a file of [[task]] tables.
+    Apply {
+        #[command(flatten)]
+        target: client::Target,
+        /// The file (TOML, or JSON by extension; `-` for stdin).
+        #[arg(short = 'f', long, value_name = "FILE")]
+        file: std::path::PathBuf,
+        /// Also delete tasks on the server that the file does not name.
+        #[arg(long)]
+        prune: bool,
+        /// Show the plan only.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Write the server's tasks as [[task]] tables (what apply reads).
+    Export {
+        #[command(flatten)]
+        target: client::Target,
+        /// Write to this file instead of standard output.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Print a shell completion script: source it, or install it where your
+    /// shell looks (e.g. ~/.local/share/bash-completion/completions/agentcron).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Runs a client command on a small runtime.
@@ -104,12 +133,39 @@ fn main() -> ExitCode {
         Command::Cron(cmd) => cron_cmd::run(cmd, &mut std::io::stdout().lock()),
         Command::Serve(flags) => serve_main(&flags),
         Command::Task { target, cmd } => {
-            block_on(client::task(cmd, &target, &mut std::io::stdout().lock()))
+            block_on(client::task(*cmd, &target, &mut std::io::stdout().lock()))
         }
         Command::Runs { target, cmd } => {
             block_on(client::runs(cmd, &target, &mut std::io::stdout().lock()))
         }
         Command::Token(cmd) => auth::run(cmd, &mut std::io::stdout().lock()),
+        Command::Apply {
+            target,
+            file,
+            prune,
+            dry_run,
+        } => block_on(declare::apply(
+            &target,
+            &file,
+            prune,
+            dry_run,
+            &mut std::io::stdout().lock(),
+        )),
+        Command::Export { target, output } => block_on(declare::export(
+            &target,
+            output,
+            &mut std::io::stdout().lock(),
+        )),
+        Command::Completions { shell } => {
+            use clap::CommandFactory as _;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "agentcron",
+                &mut std::io::stdout().lock(),
+            );
+            Ok(())
+        }
         Command::Nodes { target } => {
             block_on(client::nodes(&target, &mut std::io::stdout().lock()))
         }

@@ -41,6 +41,11 @@ pub fn serve() -> Server {
 
 /// Like [`serve`], with `config` as its `agentcron.toml`.
 pub fn serve_with(config: &str) -> Server {
+    serve_on(config, "127.0.0.1:0")
+}
+
+/// Like [`serve_with`], listening on `listen`.
+pub fn serve_on(config: &str, listen: &str) -> Server {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("agentcron.toml"), config).expect("config");
     let db = format!("sqlite://{}", dir.path().join("agentcron.db").display());
@@ -50,7 +55,7 @@ pub fn serve_with(config: &str) -> Server {
             "--database",
             &db,
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--log-format",
             "json",
         ])
@@ -69,7 +74,9 @@ pub fn serve_with(config: &str) -> Server {
             .expect("serve logs its address before exiting")
             .expect("utf-8 log");
         if let Some(rest) = line.split("listening on ").nth(1) {
+            // A wildcard address is reached on loopback.
             break rest
+                .replace("0.0.0.0", "127.0.0.1")
                 .trim_end_matches(['"', '}'])
                 .split('"')
                 .next()
