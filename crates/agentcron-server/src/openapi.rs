@@ -52,7 +52,7 @@ fn spec_properties() -> Map<String, Value> {
         "schedule": schema("Schedule"),
         "action": schema("Action"),
         "retry": schema("RetryPolicy"),
-        "timeout": schema("Duration"),
+        "timeout": {"allOf": [schema("Duration")], "description": "At most 30d; omit for no limit"},
         "overlap": {"type": "string", "enum": ["allow", "forbid", "replace", "queue"],
                     "default": "forbid"},
         "misfire": schema("MisfirePolicy"),
@@ -157,7 +157,7 @@ fn schemas() -> Value {
                 closed(&["type", "url"], json!({
                     "type": {"const": "http"},
                     "method": {"type": "string", "default": "POST",
-                               "enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
+                               "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]},
                     "url": {"type": "string", "pattern": "^https?://[^/]", "examples": ["http://127.0.0.1:9000/agent"]},
                     "headers": string_map(),
                     "body": {"description": "JSON body; string leaves are templates"},

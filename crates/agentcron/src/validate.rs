@@ -64,6 +64,16 @@ impl TaskSpec {
         if self.timeout.is_some_and(|t| t.as_millis() == 0) {
             return fail("timeout", "must be positive (omit it for no limit)");
         }
+        const DAY: u64 = 86_400_000;
+        for (field, value, max_days) in [
+            ("timeout", self.timeout.unwrap_or_default(), 30),
+            ("retry.backoff.max", backoff.max, 30),
+            ("misfire.grace", self.misfire.grace, 365),
+        ] {
+            if value.as_millis() > max_days * DAY {
+                return fail(field, format!("at most {max_days}d"));
+            }
+        }
         if self.misfire.max_catchup > 1000 {
             return fail("misfire.max_catchup", "at most 1000");
         }

@@ -157,6 +157,42 @@ async fn an_unknown_handler_fails_with_a_clear_error() {
 }
 
 #[tokio::test]
+async fn a_panicking_handler_fails_its_run_and_the_engine_goes_on() {
+    let mut handlers = Handlers::new();
+    handlers.register("boom", |_ctx| async move {
+        if true {
+            panic!("boom at nine");
+        }
+        Ok(None)
+    });
+    let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;
+    let task = h.create(every_minute("boom", serde_json::json!({}))).await;
+    h.set("2026-11-30T09:00:00Z");
+    let runs = h
+        .until(&task, "the run fails", |r| {
+            r.first().is_some_and(|r| r.status == RunStatus::Failed)
+        })
+        .await;
+    assert_eq!(
+        runs[0].error.as_deref(),
+        Some("internal error: the attempt panicked: boom at nine")
+    );
+    // The slot is free: the next fire runs (and fails) too, and shutdown
+    // does not wait for the panicked attempt.
+    h.set("2026-11-30T09:01:00Z");
+    h.until(&task, "the second run fails", |r| {
+        r.len() == 2 && r[1].status == RunStatus::Failed
+    })
+    .await;
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        h.engine.unwrap().shutdown(Duration::from_secs(1)),
+    )
+    .await
+    .expect("shutdown ends");
+}
+
+#[tokio::test]
 async fn a_hung_attempt_times_out() {
     let (handlers, mut rx, _release) = holding();
     let h = Harness::start(ts("2026-11-30T08:59:50Z"), handlers).await;

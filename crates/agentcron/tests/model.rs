@@ -174,6 +174,18 @@ fn validation_names_the_field() {
             with(&["timeout"], serde_json::json!("0s")),
             "timeout: must be positive (omit it for no limit)",
         ),
+        (
+            with(&["timeout"], serde_json::json!("729580671d17h")),
+            "timeout: at most 30d",
+        ),
+        (
+            with(&["retry", "backoff"], serde_json::json!({"max": "31d"})),
+            "retry.backoff.max: at most 30d",
+        ),
+        (
+            with(&["misfire", "grace"], serde_json::json!("366d")),
+            "misfire.grace: at most 365d",
+        ),
     ] {
         let err = spec(doc).validate("id").unwrap_err().to_string();
         assert!(err.starts_with(expected), "{err}\n  expected: {expected}");

@@ -144,7 +144,7 @@ pub fn cli_env(server: &Server, args: &[&str], env: &[(&str, &str)]) -> std::pro
 
 /// Checks `value` against `schema`, resolving `$ref`s in `doc`: the subset
 /// of JSON Schema the OpenAPI document uses (type, enum, const, properties,
-/// required, additionalProperties, items, minItems, oneOf, minimum, maximum,
+/// required, additionalProperties, items, minItems, allOf, oneOf, minimum, maximum,
 /// minLength, maxLength). Formats and patterns are not checked.
 pub fn conforms(doc: &Value, schema: &Value, value: &Value, at: &str) -> Result<(), String> {
     if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
@@ -199,6 +199,11 @@ pub fn conforms(doc: &Value, schema: &Value, value: &Value, at: &str) -> Result<
                 .is_some_and(|m| len > m)
         {
             return Err(format!("{at}: {s:?} has the wrong length"));
+        }
+    }
+    if let Some(Value::Array(all)) = schema.get("allOf") {
+        for part in all {
+            conforms(doc, part, value, at)?;
         }
     }
     if let Some(Value::Array(options)) = schema.get("oneOf") {

@@ -144,14 +144,20 @@ fn as_result(body: &[u8]) -> serde_json::Value {
         .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(body).into_owned()))
 }
 
-/// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2026 07:28:00 GMT`.
+/// The longest `Retry-After` honoured; a longer ask waits this long.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
+/// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2026 07:28:00 GMT`, at
+/// most a day.
 fn parse_retry_after(v: &str) -> Option<Duration> {
-    if let Ok(secs) = v.trim().parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let at = jiff::fmt::rfc2822::parse(v.trim()).ok()?;
-    let wait = at.timestamp().duration_since(jiff::Timestamp::now());
-    Some(wait.unsigned_abs()).filter(|_| wait.is_positive())
+    let wait = if let Ok(secs) = v.trim().parse::<u64>() {
+        Duration::from_secs(secs)
+    } else {
+        let at = jiff::fmt::rfc2822::parse(v.trim()).ok()?;
+        let wait = at.timestamp().duration_since(jiff::Timestamp::now());
+        Some(wait.unsigned_abs()).filter(|_| wait.is_positive())?
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -163,4 +169,21 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_read_and_capped_at_a_day() {
+        assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse_retry_after("99999999999999"),
+            Some(MAX_RETRY_AFTER),
+            "a server cannot park a run for ages"
+        );
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("soon"), None);
+    }
 }

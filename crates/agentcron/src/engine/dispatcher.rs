@@ -94,7 +94,40 @@ fn start_attempt<S: Store, C: Clock>(ctx: &Arc<Ctx<S, C>>, claimed: ClaimedRun) 
     let ctx2 = ctx.clone();
     let (task, overlap) = (claimed.task.id, claimed.task.spec.overlap);
     ctx.tracker.spawn(async move {
-        attempt(&ctx2, claimed, cancel).await;
+        // The attempt runs as a task of its own, so that a panic in it (a
+        // bug, or a library user's handler) is caught here: the run is
+        // recorded as failed and its slot freed, instead of the engine
+        // waiting for it forever.
+        let inner = {
+            let ctx3 = ctx2.clone();
+            tokio::spawn(async move { attempt(&ctx3, claimed, cancel).await })
+        };
+        if let Err(e) = inner.await {
+            let why = if e.is_panic() {
+                let payload = e.into_panic();
+                payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into())
+            } else {
+                "the attempt's task was cancelled".into()
+            };
+            tracing::error!(run = %id, error = %why, "the attempt panicked; recording the run as failed");
+            record(
+                &ctx2,
+                FinishAttempt {
+                    id,
+                    fence,
+                    now: ctx2.clock.now(),
+                    outcome: Outcome::Failed {
+                        error: format!("internal error: the attempt panicked: {why}"),
+                        output: None,
+                    },
+                },
+            )
+            .await;
+        }
         // Runs of this task waiting for it may start now.
         if matches!(overlap, OverlapPolicy::Queue | OverlapPolicy::Forbid) {
             match ctx2.store.wake_waiting(task, ctx2.clock.now()).await {
@@ -168,7 +201,11 @@ async fn attempt<S: Store, C: Clock>(
     let deadline = task
         .spec
         .timeout
-        .map(|t| run.started_at.unwrap_or_else(|| ctx.clock.now()) + millis(t.as_millis()));
+        // Past the end of time means no deadline.
+        .and_then(|t| {
+            let from = run.started_at.unwrap_or_else(|| ctx.clock.now());
+            from.checked_add(millis(t.as_millis())).ok()
+        });
     let result = tokio::select! {
         // Interruptions first: a handler that returns because it was
         // cancelled must not be recorded as a failure of its own.
@@ -196,8 +233,10 @@ async fn attempt<S: Store, C: Clock>(
         Err(Interrupted::TimedOut) => {
             let error = format!("timed out after {}", task.spec.timeout.unwrap_or_default());
             if run.attempt < run.max_attempts {
-                let run_at = ctx.clock.now()
-                    + backoff_delay(&task.spec.retry.backoff, run.id, run.attempt, None);
+                let run_at = later(
+                    ctx.clock.now(),
+                    backoff_delay(&task.spec.retry.backoff, run.id, run.attempt, None),
+                );
                 Outcome::Retry { run_at, error }
             } else {
                 Outcome::TimedOut { error }
@@ -299,6 +338,12 @@ async fn sleep_opt<S: Store, C: Clock>(ctx: &Ctx<S, C>, at: Option<Timestamp>) {
     }
 }
 
+/// `at + d`, saturating at the end of time (durations come from users and
+/// from `Retry-After` headers).
+fn later(at: Timestamp, d: SignedDuration) -> Timestamp {
+    at.saturating_add(d).unwrap_or(Timestamp::MAX)
+}
+
 fn millis(ms: u64) -> SignedDuration {
     SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
@@ -317,7 +362,10 @@ fn failure<S: Store, C: Clock>(
             message,
             retry_after,
         } if attempt < max_attempts => Outcome::Retry {
-            run_at: ctx.clock.now() + backoff_delay(backoff, *run, attempt, retry_after),
+            run_at: later(
+                ctx.clock.now(),
+                backoff_delay(backoff, *run, attempt, retry_after),
+            ),
             error: message,
         },
         other => Outcome::Failed {

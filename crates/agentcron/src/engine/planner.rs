@@ -45,7 +45,8 @@ pub fn plan_task(
     let grace = SignedDuration::from_millis(
         i64::try_from(task.spec.misfire.grace.as_millis()).unwrap_or(i64::MAX),
     );
-    let late_until = now - grace; // fires before this are late
+    // Fires before this are late.
+    let late_until = now.saturating_sub(grace).unwrap_or(Timestamp::MIN);
     let split = fires.partition_point(|f| *f < late_until);
     let (late, on_time) = fires.split_at(split);
 
