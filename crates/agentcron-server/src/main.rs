@@ -8,12 +8,13 @@
 //! - `serve`: the daemon — opens the database, brings `[[task]]`s up to date,
 //!   runs the engine until SIGTERM/SIGINT, stops gracefully.
 //! - `config`: defaults < `agentcron.toml` < `AGENTCRON_*` < flags.
-//! - `api`: the HTTP API, errors as `application/problem+json`.
-//! - `client`: `task list|show`, `runs list`, `nodes` against a running
-//!   server's API.
+//! - `api`: the HTTP API, errors as `application/problem+json`; `openapi`:
+//!   its OpenAPI 3.1 document; `auth`: API tokens and `token create`.
+//! - `client`: `task …`, `runs …`, `nodes` against a running server's API;
+//!   `declare`: `apply` and `export`.
 //!
-//! The rest of the REST API, the dashboard, metrics and MCP arrive with their
-//! issues; see `docs/architecture.md`.
+//! The dashboard, metrics and MCP arrive with their issues; see
+//! `docs/architecture.md`.
 
 #![forbid(unsafe_code)]
 
@@ -67,7 +68,7 @@ enum Command {
     /// API tokens.
     #[command(subcommand)]
     Token(auth::TokenCommand),
-    /// Make the server's tasks match a file of [[task]] tables.
+    /// Make the server's tasks match a file of `[[task]]` tables.
     Apply {
         #[command(flatten)]
         target: client::Target,
@@ -81,7 +82,7 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Write the server's tasks as [[task]] tables (what apply reads).
+    /// Write the server's tasks as `[[task]]` tables (what apply reads).
     Export {
         #[command(flatten)]
         target: client::Target,
