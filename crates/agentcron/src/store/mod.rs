@@ -6,6 +6,8 @@
 //! Instants cross this boundary as [`jiff::Timestamp`] and are stored as epoch
 //! milliseconds.
 
+mod postgres;
+mod rows;
 mod sqlite;
 
 use std::future::Future;
@@ -16,6 +18,7 @@ use crate::model::{
     Node, Run, RunId, RunStatus, Task, TaskEvent, TaskId, TaskSpec, TaskState, Trigger,
 };
 
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 /// Why a store operation failed.
