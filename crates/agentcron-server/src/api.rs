@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use agentcron::store::{NewTask, SqliteStore, Store, StoreError};
+use agentcron::store::{AnyStore, NewTask, Store, StoreError};
 use agentcron::{Engine, Run, RunId, SystemClock, Task, TaskId, TaskSpec};
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -16,8 +16,8 @@ use axum::{Json, Router};
 
 /// What the handlers share.
 pub(crate) struct Api {
-    pub(crate) store: SqliteStore,
-    pub(crate) engine: Arc<Engine<SqliteStore, SystemClock>>,
+    pub(crate) store: AnyStore,
+    pub(crate) engine: Arc<Engine<AnyStore, SystemClock>>,
     /// API tokens; empty means open (loopback only).
     pub(crate) tokens: crate::auth::Tokens,
 }

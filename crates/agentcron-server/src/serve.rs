@@ -1,7 +1,7 @@
 //! `agentcron serve`: open the database, bring the declared tasks up to date,
 //! run the engine until SIGTERM/SIGINT, then stop gracefully.
 
-use agentcron::store::{NewTask, SqliteStore, Store, UpdateTask};
+use agentcron::store::{AnyStore, NewTask, Store, UpdateTask};
 use agentcron::{Engine, EngineConfig, Handlers, SystemClock, TaskId, TaskSpec, TaskState};
 use anyhow::{Context as _, bail};
 use jiff::Timestamp;
@@ -22,6 +22,10 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         max_result_bytes: config.max_result_bytes,
         keep_runs: config.history.keep_runs,
         keep_for: config.history.keep_for.to_std(),
+        // Other nodes change a shared database too: look at least every second.
+        max_sleep: store
+            .is_shared()
+            .then_some(std::time::Duration::from_secs(1)),
         ..EngineConfig::default()
     };
     let tokens = crate::auth::Tokens::new(&config.tokens)?;
@@ -48,7 +52,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     };
     tracing::info!("listening on http://{address}");
     tracing::info!(
-        database = %config.database,
+        database = %redact(&config.database),
         node = %node,
         workers = config.workers,
         declared_tasks = config.tasks.len(),
@@ -91,21 +95,31 @@ async fn bind(listen: &str, has_tokens: bool) -> anyhow::Result<tokio::net::TcpL
         .with_context(|| format!("cannot listen on {addr}"))
 }
 
-async fn open(url: &str) -> anyhow::Result<SqliteStore> {
-    if !url.starts_with("sqlite:") {
-        bail!(UsageError(format!(
-            "unsupported database URL `{url}`: this build stores to SQLite (sqlite://path.db); PostgreSQL and MySQL are planned"
-        )));
+async fn open(url: &str) -> anyhow::Result<AnyStore> {
+    match AnyStore::open(url).await {
+        Err(agentcron::store::StoreError::Unsupported(e)) => Err(UsageError(e.to_string()).into()),
+        other => other.with_context(|| format!("cannot open the database {}", redact(url))),
     }
-    SqliteStore::open(url)
-        .await
-        .with_context(|| format!("cannot open the database {url}"))
+}
+
+/// A database URL without its password, for messages and logs.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
 }
 
 /// Creates declared tasks that do not exist and updates those whose
 /// definition changed (by name). Returns how many it created or updated.
 async fn sync_tasks(
-    store: &SqliteStore,
+    store: &AnyStore,
     tasks: &[TaskSpec],
     now: Timestamp,
 ) -> anyhow::Result<usize> {

@@ -6,6 +6,7 @@
 //! Instants cross this boundary as [`jiff::Timestamp`] and are stored as epoch
 //! milliseconds.
 
+mod any;
 mod postgres;
 mod rows;
 mod sqlite;
@@ -18,6 +19,7 @@ use crate::model::{
     Node, Run, RunId, RunStatus, Task, TaskEvent, TaskId, TaskSpec, TaskState, Trigger,
 };
 
+pub use any::{AnyStore, UnsupportedUrl};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -46,6 +48,9 @@ pub enum StoreError {
         /// The version stored.
         current: i64,
     },
+    /// The database URL names no backend this build has.
+    #[error(transparent)]
+    Unsupported(#[from] UnsupportedUrl),
     /// A stored value could not be read back (a bug or a foreign write).
     #[error("corrupt row in `{table}`: {detail}")]
     Corrupt {

@@ -1,0 +1,104 @@
+//! [`AnyStore`]: the backend a database URL names, behind one type, so the
+//! daemon and the API need not be generic over the store.
+
+use jiff::Timestamp;
+
+use super::{
+    Attempt, ClaimParams, ClaimedRun, FinishAttempt, ListRuns, ListTasks, NewRun, NewTask,
+    PgStore, PlanOutcome, PlanParams, PruneParams, ReapParams, SqliteStore, Store, StoreError,
+    TaskPlan, UpdateTask,
+};
+use crate::model::{Node, Run, RunId, Task, TaskEvent, TaskId};
+
+/// SQLite or PostgreSQL, chosen by the URL's scheme.
+#[derive(Clone, Debug)]
+pub enum AnyStore {
+    /// `sqlite://path.db`: one node.
+    Sqlite(SqliteStore),
+    /// `postgres://…`: any number of nodes.
+    Postgres(PgStore),
+}
+
+/// Why a URL names no backend.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "unsupported database URL `{0}`: use sqlite://path.db or postgres://user@host/db (MySQL is planned)"
+)]
+pub struct UnsupportedUrl(pub String);
+
+impl AnyStore {
+    /// Opens the database `url` names (creating a SQLite file if missing)
+    /// and applies migrations.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        if url.starts_with("sqlite:") {
+            Ok(AnyStore::Sqlite(SqliteStore::open(url).await?))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(AnyStore::Postgres(PgStore::open(url).await?))
+        } else {
+            Err(StoreError::Unsupported(UnsupportedUrl(url.to_string())))
+        }
+    }
+
+    /// Whether several nodes may share this database.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, AnyStore::Postgres(_))
+    }
+
+    /// How many store operations this store has served.
+    pub fn operations(&self) -> u64 {
+        match self {
+            AnyStore::Sqlite(s) => s.operations(),
+            AnyStore::Postgres(s) => s.operations(),
+        }
+    }
+}
+
+/// Each method sends the call to the backend in use.
+macro_rules! delegate {
+    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $out:ty;)*) => {
+        impl Store for AnyStore {
+            $(
+                async fn $name(&self $(, $arg: $ty)*) -> Result<$out, StoreError> {
+                    match self {
+                        AnyStore::Sqlite(s) => s.$name($($arg),*).await,
+                        AnyStore::Postgres(s) => s.$name($($arg),*).await,
+                    }
+                }
+            )*
+        }
+    };
+}
+
+delegate! {
+    fn create_task(&self, p: NewTask) -> Task;
+    fn get_task(&self, id: TaskId) -> Option<Task>;
+    fn get_task_by_name(&self, name: &str) -> Option<Task>;
+    fn update_task(&self, p: UpdateTask) -> Task;
+    fn plan(&self, p: PlanParams, planner: &(dyn Fn(&Task) -> TaskPlan + Sync)) -> PlanOutcome;
+    fn claim_runs(&self, p: ClaimParams) -> Vec<ClaimedRun>;
+    fn finish_attempt(&self, p: FinishAttempt) -> bool;
+    fn release_run(&self, id: RunId, fence: i64, now: Timestamp) -> bool;
+    fn finish_attempts(&self, batch: Vec<FinishAttempt>) -> Vec<bool>;
+    fn defer_run(&self, id: RunId, fence: i64, run_at: Timestamp) -> bool;
+    fn cancel_run(&self, id: RunId, now: Timestamp, reason: &str) -> bool;
+    fn next_lease_expiry(&self) -> Option<Timestamp>;
+    fn wake_waiting(&self, task: TaskId, now: Timestamp) -> u64;
+    fn cancel_running(&self, task: TaskId, except: RunId, now: Timestamp, reason: &str) -> Vec<RunId>;
+    fn extend_leases(&self, owner: &str, runs: &[(RunId, i64)], now: Timestamp, until: Timestamp) -> Vec<RunId>;
+    fn reap_expired(&self, p: ReapParams) -> Vec<RunId>;
+    fn prune(&self, p: PruneParams) -> u64;
+    fn pause_task(&self, id: TaskId, now: Timestamp) -> Option<Task>;
+    fn resume_task(&self, id: TaskId, now: Timestamp, next_fire_at: Option<Timestamp>, detail: serde_json::Value) -> Option<Task>;
+    fn task_events(&self, id: TaskId) -> Vec<TaskEvent>;
+    fn register_node(&self, node: Node) -> ();
+    fn nodes(&self) -> Vec<Node>;
+    fn insert_run(&self, task: &Task, run: NewRun, now: Timestamp) -> bool;
+    fn list_tasks(&self, p: ListTasks) -> Vec<Task>;
+    fn list_runs(&self, p: ListRuns) -> Vec<Run>;
+    fn attempts(&self, run: RunId) -> Vec<Attempt>;
+    fn get_run(&self, id: RunId) -> Option<Run>;
+    fn runs_of_task(&self, task: TaskId, limit: u32) -> Vec<Run>;
+    fn next_fire_at(&self) -> Option<Timestamp>;
+    fn next_run_at(&self) -> Option<Timestamp>;
+    fn running_count(&self, task: TaskId, except: RunId) -> i64;
+}
