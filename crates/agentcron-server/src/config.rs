@@ -132,7 +132,8 @@ impl Config {
     ) -> anyhow::Result<Config> {
         let env: Vec<(String, String)> = env
             .into_iter()
-            .filter(|(k, _)| k.starts_with("AGENTCRON_"))
+            // AGENTCRON_TEST_* configure the test suite, not the daemon.
+            .filter(|(k, _)| k.starts_with("AGENTCRON_") && !k.starts_with("AGENTCRON_TEST_"))
             .collect();
         for (key, _) in &env {
             if !ENV_KEYS.iter().any(|(k, _)| k == key) {
@@ -311,6 +312,12 @@ mod tests {
         let (_dir, flags) = file("databse = \"sqlite://x.db\"\n");
         let err = Config::load(&flags, env(&[])).unwrap_err().to_string();
         assert!(err.contains("unknown field `databse`"), "{err}");
+        // The test suite's variables are not the daemon's business.
+        Config::load(
+            &Flags::default(),
+            env(&[("AGENTCRON_TEST_POSTGRES_URL", "postgres://x")]),
+        )
+        .expect("AGENTCRON_TEST_* are ignored");
         let err = Config::load(&Flags::default(), env(&[("AGENTCRON_DATABSE", "x")]))
             .unwrap_err()
             .to_string();

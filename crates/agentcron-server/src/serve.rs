@@ -118,11 +118,7 @@ pub(crate) fn redact(url: &str) -> String {
 
 /// Creates declared tasks that do not exist and updates those whose
 /// definition changed (by name). Returns how many it created or updated.
-async fn sync_tasks(
-    store: &AnyStore,
-    tasks: &[TaskSpec],
-    now: Timestamp,
-) -> anyhow::Result<usize> {
+async fn sync_tasks(store: &AnyStore, tasks: &[TaskSpec], now: Timestamp) -> anyhow::Result<usize> {
     let mut changed = 0;
     for (i, spec) in tasks.iter().enumerate() {
         // A deleted (cancelled) task of that name stays history; declaring

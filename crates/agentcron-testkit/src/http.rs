@@ -29,6 +29,11 @@ pub enum Reply {
     },
     /// Never answer (until the server is dropped).
     Hang,
+    /// Answer 200 with `body` after `delay` (a slow agent).
+    Slow {
+        delay: std::time::Duration,
+        body: String,
+    },
 }
 
 pub fn ok(body: &str) -> Reply {
@@ -80,8 +85,15 @@ impl TestServer {
                         s.0[i].clone()
                     };
                     let _ = tx.send(req);
+                    let reply = match reply {
+                        Reply::Slow { delay, body } => {
+                            tokio::time::sleep(delay).await;
+                            ok(&body)
+                        }
+                        other => other,
+                    };
                     match reply {
-                        Reply::Hang => std::future::pending::<()>().await,
+                        Reply::Hang | Reply::Slow { .. } => std::future::pending::<()>().await,
                         Reply::Respond {
                             status,
                             headers,

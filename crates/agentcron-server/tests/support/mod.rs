@@ -46,9 +46,22 @@ pub fn serve_with(config: &str) -> Server {
 
 /// Like [`serve_with`], listening on `listen`.
 pub fn serve_on(config: &str, listen: &str) -> Server {
+    serve_full(config, listen, None)
+}
+
+/// Like [`serve_with`], on the database at `url` (a SQLite file in the
+/// server's directory when `None`).
+pub fn serve_with_database(config: &str, url: &str) -> Server {
+    serve_full(config, "127.0.0.1:0", Some(url))
+}
+
+fn serve_full(config: &str, listen: &str, database: Option<&str>) -> Server {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("agentcron.toml"), config).expect("config");
-    let db = format!("sqlite://{}", dir.path().join("agentcron.db").display());
+    let db = database.map_or_else(
+        || format!("sqlite://{}", dir.path().join("agentcron.db").display()),
+        str::to_string,
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentcron"))
         .args([
             "serve",

@@ -4,9 +4,9 @@
 use jiff::Timestamp;
 
 use super::{
-    Attempt, ClaimParams, ClaimedRun, FinishAttempt, ListRuns, ListTasks, NewRun, NewTask,
-    PgStore, PlanOutcome, PlanParams, PruneParams, ReapParams, SqliteStore, Store, StoreError,
-    TaskPlan, UpdateTask,
+    Attempt, ClaimParams, ClaimedRun, FinishAttempt, ListRuns, ListTasks, NewRun, NewTask, PgStore,
+    PlanOutcome, PlanParams, PruneParams, ReapParams, SqliteStore, Store, StoreError, TaskPlan,
+    UpdateTask,
 };
 use crate::model::{Node, Run, RunId, Task, TaskEvent, TaskId};
 
