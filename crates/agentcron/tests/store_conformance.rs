@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+mod support;
+
 use agentcron::store::{
     ClaimParams, FinishAttempt, NewRun, NewTask, Outcome, PlanParams, ReapParams, Store,
     StoreError, TaskPlan, UpdateTask,
@@ -1263,7 +1265,7 @@ macro_rules! backend {
                     return;
                 };
                 super::$test(store).await;
-                super::Cleanup::cleanup(guard).await;
+                crate::support::Cleanup::cleanup(guard).await;
             }
         )*
     };
@@ -1278,84 +1280,4 @@ backend!(sqlite, {
     Some((store, dir))
 });
 
-backend!(postgres, super::pg_store().await);
-
-/// What a backend leaves behind after a passing test, and its removal
-/// (after a failing test it stays, to look at).
-trait Cleanup {
-    async fn cleanup(self);
-}
-
-impl Cleanup for tempfile::TempDir {
-    async fn cleanup(self) {}
-}
-
-/// A schema of its own for one test.
-struct PgSchema {
-    store: agentcron::store::PgStore,
-    base: String,
-    schema: String,
-}
-
-impl Cleanup for PgSchema {
-    async fn cleanup(self) {
-        use sqlx::{Connection, Executor};
-        self.store.close().await;
-        let mut admin = sqlx::PgConnection::connect(&self.base)
-            .await
-            .expect("reach PostgreSQL");
-        admin
-            .execute(sqlx::AssertSqlSafe(format!(
-                "DROP SCHEMA {} CASCADE",
-                self.schema
-            )))
-            .await
-            .expect("drop the test schema");
-    }
-}
-
-/// A PostgreSQL store in a fresh schema of the database named by
-/// `AGENTCRON_TEST_POSTGRES_URL`. Without it: fails under CI, else says how
-/// to enable the backend and skips.
-async fn pg_store() -> Option<(agentcron::store::PgStore, PgSchema)> {
-    use sqlx::{Connection, Executor};
-    let Ok(base) = std::env::var("AGENTCRON_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "AGENTCRON_TEST_POSTGRES_URL is not set; .ci/run sets it after starting PostgreSQL"
-        );
-        // Once per run, past the test harness's capture (it only takes
-        // `print!`/`eprint!`), so the skip is seen.
-        static SAY: std::sync::Once = std::sync::Once::new();
-        SAY.call_once(|| {
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "note: the PostgreSQL conformance tests pass without running; set \
-                 AGENTCRON_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test to run them"
-            );
-        });
-        return None;
-    };
-    let schema = format!("agentcron_test_{}", uuid::Uuid::now_v7().simple());
-    let mut admin = sqlx::PgConnection::connect(&base)
-        .await
-        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {base}: {e}"));
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .await
-        .expect("create schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    let store = agentcron::store::PgStore::open(&url)
-        .await
-        .expect("open postgres");
-    Some((
-        store.clone(),
-        PgSchema {
-            store,
-            base,
-            schema,
-        },
-    ))
-}
+backend!(postgres, crate::support::pg_store().await);

@@ -29,7 +29,8 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
         if free > 0 {
             let now = ctx.clock.now();
             let params = ClaimParams {
-                now,
+                // The lease starts in database time.
+                now: ctx.db_now(),
                 ready_by: now + super::signed(ctx.config.claim_ahead),
                 owner: ctx.config.node.clone(),
                 lease: ctx.config.lease,

@@ -16,6 +16,7 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
             _ = ctx.shutdown.cancelled() => return,
             _ = ctx.clock.sleep_until(at) => {}
         }
+        ctx.check_clock().await;
         renew(&ctx).await;
     }
 }
@@ -31,10 +32,14 @@ pub(super) async fn renew<S: Store, C: Clock>(ctx: &Ctx<S, C>) {
     if held.is_empty() {
         return;
     }
-    let until = ctx.after(ctx.config.lease);
+    // Leases are in database time.
+    let now = ctx.db_now();
+    let until = now
+        .saturating_add(super::signed(ctx.config.lease))
+        .unwrap_or(jiff::Timestamp::MAX);
     match ctx
         .store
-        .extend_leases(&ctx.config.node, &held, ctx.clock.now(), until)
+        .extend_leases(&ctx.config.node, &held, now, until)
         .await
     {
         Ok(lost) => {

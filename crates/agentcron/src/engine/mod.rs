@@ -107,6 +107,10 @@ struct Executing {
 struct Ctx<S, C> {
     store: S,
     clock: C,
+    /// This node's clock minus the database's, in milliseconds, as last
+    /// measured (0 where they are one clock). Leases are written and judged
+    /// in database time: [`Ctx::db_now`].
+    skew_ms: std::sync::atomic::AtomicI64,
     config: EngineConfig,
     actions: Actions,
     /// Stops every loop; attempts get child tokens.
@@ -134,6 +138,57 @@ impl<S: Store, C: Clock> Ctx<S, C> {
     fn after(&self, d: Duration) -> Timestamp {
         let d = SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
         self.clock.now().saturating_add(d).unwrap_or(Timestamp::MAX)
+    }
+
+    /// Now by the database's clock (this node's clock less the measured
+    /// skew): the time leases are written and judged in, so that nodes with
+    /// clocks apart still agree when a lease has run out.
+    fn db_now(&self) -> Timestamp {
+        let skew = self.skew_ms.load(std::sync::atomic::Ordering::Relaxed);
+        self.clock
+            .now()
+            .saturating_sub(SignedDuration::from_millis(skew))
+            .unwrap_or(Timestamp::MIN)
+    }
+
+    /// Measures this node's clock against the database's and records it with
+    /// a heartbeat; warns when they are more than a second apart. Nothing to
+    /// do (and no query) where there is one clock.
+    async fn check_clock(&self) {
+        let before = self.clock.now();
+        let db = match self.store.database_now().await {
+            Ok(Some(db)) => db,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the database clock failed; will retry");
+                return;
+            }
+        };
+        let after = self.clock.now();
+        // The database read its clock somewhere between `before` and `after`.
+        let mid = before
+            .checked_add(after.duration_since(before) / 2)
+            .unwrap_or(after);
+        let skew = mid.duration_since(db).as_millis();
+        let skew = i64::try_from(skew).unwrap_or(i64::MAX);
+        let old = self
+            .skew_ms
+            .swap(skew, std::sync::atomic::Ordering::Relaxed);
+        if skew.abs() > 1000 && (old.abs() <= 1000 || old == 0) {
+            tracing::warn!(
+                skew_ms = skew,
+                "this node's clock is more than 1 s off the database's; fix its time sync \
+                 (leases are judged by the database's clock, but fire times by this node's)"
+            );
+        } else if skew.abs() <= 1000 && old.abs() > 1000 {
+            tracing::info!(
+                skew_ms = skew,
+                "this node's clock is back within 1 s of the database's"
+            );
+        }
+        if let Err(e) = self.store.heartbeat(&self.config.node, after, skew).await {
+            tracing::warn!(error = %e, "recording the heartbeat failed; will retry");
+        }
     }
 
     /// Sleeps until `at` (bounded by `max_sleep`), a wake-up, or shutdown.
@@ -210,6 +265,7 @@ async fn register<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
     if let Err(e) = ctx.store.register_node(node).await {
         tracing::warn!(error = %e, "could not record this node");
     }
+    ctx.check_clock().await;
 }
 
 /// A running engine: its loops run on the tokio runtime until
@@ -231,6 +287,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
         let ctx = Arc::new(Ctx {
             store,
             clock,
+            skew_ms: std::sync::atomic::AtomicI64::new(0),
             actions: Actions::new(handlers, config.exec_enabled, config.max_result_bytes)?,
             config,
             shutdown: CancellationToken::new(),

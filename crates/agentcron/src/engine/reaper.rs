@@ -17,7 +17,8 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
         match ctx
             .store
             .reap_expired(ReapParams {
-                now: ctx.clock.now(),
+                // Expiry is judged by the database's clock.
+                now: ctx.db_now(),
                 limit: 1000,
             })
             .await
@@ -42,7 +43,13 @@ pub(super) async fn run<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
         let at = match (next, holding) {
             (_, true) => Some(ctx.after(every)),
             // Just after it expires: the reaper's test is `expires < now`.
-            (Some(expiry), false) => Some(expiry + jiff::SignedDuration::from_millis(1)),
+            // (The expiry is in database time; this node sleeps by its own.)
+            (Some(expiry), false) => {
+                let skew = ctx.skew_ms.load(std::sync::atomic::Ordering::Relaxed);
+                expiry
+                    .saturating_add(jiff::SignedDuration::from_millis(skew.saturating_add(1)))
+                    .ok()
+            }
             (None, false) => None,
         };
         if !ctx.sleep(at, &ctx.reap_wakeup).await {

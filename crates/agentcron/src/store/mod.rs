@@ -493,6 +493,20 @@ pub trait Store: Send + Sync + 'static {
     /// The dispatcher's wake-up: the earliest `run_at` of a ready run.
     fn next_run_at(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
 
+    /// The database's clock, where it may differ from this node's (a shared
+    /// database on another machine); `None` when there is one clock.
+    fn database_now(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Records this node's heartbeat and its measured clock skew.
+    fn heartbeat(
+        &self,
+        node: &str,
+        now: Timestamp,
+        skew_ms: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// How many runs of a task are running (on any node), except `except`.
     fn running_count(
         &self,

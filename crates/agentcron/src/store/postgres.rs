@@ -118,16 +118,6 @@ impl PgStore {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The database's clock.
-    pub async fn database_now(&self) -> Result<Timestamp, StoreError> {
-        let ms: i64 = query_scalar(
-            "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        instant("nodes", ms)
-    }
-
     /// How many runs are in each status (for metrics and benchmarks).
     pub async fn run_status_counts(&self) -> Result<Vec<(RunStatus, i64)>, StoreError> {
         let rows = query("SELECT status, COUNT(*) AS n FROM runs GROUP BY status")
@@ -962,6 +952,26 @@ impl Store for PgStore {
                 .fetch_one(&self.pool)
                 .await?;
         opt_instant("runs", next)
+    }
+
+    async fn database_now(&self) -> Result<Option<Timestamp>, StoreError> {
+        let ms: i64 = query_scalar(
+            "SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        instant("nodes", ms).map(Some)
+    }
+
+    async fn heartbeat(&self, node: &str, now: Timestamp, skew_ms: i64) -> Result<(), StoreError> {
+        self.count();
+        query("UPDATE nodes SET heartbeat_at = ?, skew_ms = ? WHERE id = ?")
+            .bind(ms(now))
+            .bind(skew_ms)
+            .bind(node.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn running_count(&self, task: TaskId, except: RunId) -> Result<i64, StoreError> {

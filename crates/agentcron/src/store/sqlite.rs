@@ -973,6 +973,19 @@ impl Store for SqliteStore {
         opt_instant("runs", next)
     }
 
+    async fn heartbeat(&self, node: &str, now: Timestamp, skew_ms: i64) -> Result<(), StoreError> {
+        self.count();
+        let mut tx = self.write().await?;
+        sqlx::query("UPDATE nodes SET heartbeat_at = ?, skew_ms = ? WHERE id = ?")
+            .bind(ms(now))
+            .bind(skew_ms)
+            .bind(node)
+            .execute(&mut **tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn running_count(&self, task: TaskId, except: RunId) -> Result<i64, StoreError> {
         self.count();
         Ok(sqlx::query_scalar(
