@@ -253,9 +253,19 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
+/// Ready when the database answers within 2 s.
 async fn readyz(State(api): State<Arc<Api>>) -> Result<Json<serde_json::Value>, Problem> {
-    api.store.next_fire_at().await?;
-    Ok(Json(serde_json::json!({"status": "ready"})))
+    match tokio::time::timeout(std::time::Duration::from_secs(2), api.store.next_fire_at()).await {
+        Ok(answer) => {
+            answer?;
+            Ok(Json(serde_json::json!({"status": "ready"})))
+        }
+        Err(_) => Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable",
+            "the database did not answer within 2 s",
+        )),
+    }
 }
 
 async fn create_task(

@@ -39,29 +39,51 @@ pub(super) async fn run<S: Store, C: Clock>(
     }
 }
 
+/// Writes the batch. While the database cannot be written (an outage), the
+/// outcomes stay here and are tried again every second until they are
+/// written (later outcomes queue behind them): an attempt that ran is
+/// recorded once the database is back, not run again. (If its lease ran out
+/// and another node reclaimed the run first, the fence discards the late
+/// write and the run is recovered: at-least-once, never lost.) On shutdown
+/// the retries stop once the engine's grace is over.
 async fn write<S: Store, C: Clock>(ctx: &Ctx<S, C>, batch: &mut Vec<Pending>) {
-    if batch.is_empty() {
-        return;
-    }
-    {
-        let (finishes, replies): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
-        match ctx.store.finish_attempts(finishes.clone()).await {
+    let mut failures = 0u32;
+    while !batch.is_empty() {
+        let finishes: Vec<FinishAttempt> = batch.iter().map(|(f, _)| f.clone()).collect();
+        match ctx.store.finish_attempts(finishes).await {
             Ok(applied) => {
+                if failures > 0 {
+                    tracing::info!(
+                        runs = batch.len(),
+                        "outcomes recorded after the database came back"
+                    );
+                }
                 ctx.prune_wakeup.notify_one();
-                for ((finish, reply), ok) in finishes.iter().zip(replies).zip(applied) {
+                for ((finish, reply), ok) in batch.drain(..).zip(applied) {
                     if !ok {
                         tracing::warn!(run = %finish.id, "outcome discarded: the run was reclaimed (stale fence)");
                     }
                     let _ = reply.send(ok);
                 }
+                return;
             }
             Err(e) => {
-                // The runs stay `running` until their lease expires, then the reaper
-                // recovers them: at-least-once, never lost.
-                tracing::error!(error = %e, runs = finishes.len(), "could not record outcomes; the runs will be recovered");
-                for reply in replies {
-                    let _ = reply.send(false);
+                failures += 1;
+                if failures == 1 {
+                    tracing::error!(error = %e, runs = batch.len(), "could not record outcomes; keeping them and retrying every second");
                 }
+                if ctx.shutdown.is_cancelled() && failures > 3 {
+                    tracing::error!(
+                        runs = batch.len(),
+                        "stopping with outcomes unrecorded; their runs will be recovered"
+                    );
+                    for (_, reply) in batch.drain(..) {
+                        let _ = reply.send(false);
+                    }
+                    return;
+                }
+                let at = ctx.after(std::time::Duration::from_secs(1));
+                ctx.clock.sleep_until(at).await;
             }
         }
     }
