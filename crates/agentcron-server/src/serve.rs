@@ -22,10 +22,11 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         max_result_bytes: config.max_result_bytes,
         keep_runs: config.history.keep_runs,
         keep_for: config.history.keep_for.to_std(),
-        // Other nodes change a shared database too: look at least every second.
+        // Other nodes change a shared database too. PostgreSQL tells this
+        // node (LISTEN/NOTIFY); the bound is the fallback for a missed word.
         max_sleep: store
             .is_shared()
-            .then_some(std::time::Duration::from_secs(1)),
+            .then_some(std::time::Duration::from_secs(5)),
         ..EngineConfig::default()
     };
     let tokens = crate::auth::Tokens::new(&config.tokens)?;

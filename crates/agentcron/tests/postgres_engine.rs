@@ -66,3 +66,36 @@ async fn a_skewed_node_records_its_skew_and_leases_in_database_time() {
     engine.shutdown(Duration::from_secs(1)).await;
     schema.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_task_created_by_another_node_wakes_an_idle_engine() {
+    let Some((store, schema)) = support::pg_store().await else {
+        return;
+    };
+    // An engine that never polls: only a notification can tell it of the task.
+    let (handlers, mut seen) = support::reporting(|_| Ok(()));
+    let config = EngineConfig {
+        node: "listener".into(),
+        max_sleep: None,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::start(store.clone(), agentcron::SystemClock, config, handlers).unwrap();
+    // Let it go idle: no tasks, so it sleeps with no deadline.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // "Another node": its own connection pool on the same schema.
+    let other = agentcron::store::PgStore::open(&schema.url).await.unwrap();
+    create_task(
+        &other,
+        support::every_minute("report", serde_json::json!({"schedule": {"every": "1s"}})),
+        Timestamp::now(),
+    )
+    .await;
+    let run = tokio::time::timeout(Duration::from_secs(5), recv(&mut seen))
+        .await
+        .expect("the idle engine ran the other node's task within 5 s");
+    assert_eq!(run.attempt, 1);
+    engine.shutdown(Duration::from_secs(1)).await;
+    other.close().await;
+    schema.cleanup().await;
+}

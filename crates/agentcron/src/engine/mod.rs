@@ -251,6 +251,30 @@ pub fn host_name() -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
+/// Wakes the planner and the dispatcher when another node changes tasks or
+/// queues runs, where the store reports such changes (PostgreSQL
+/// LISTEN/NOTIFY); elsewhere the loops' `max_sleep` is the bound.
+async fn watch<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
+    let mut feed = match ctx.store.changes().await {
+        Ok(Some(feed)) => feed,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for other nodes' changes; polling instead");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            change = feed.recv() => match change {
+                Some(crate::store::Change::Tasks) => ctx.plan_wakeup.notify_one(),
+                Some(crate::store::Change::Runs) => ctx.dispatch_wakeup.notify_one(),
+                None => return,
+            },
+        }
+    }
+}
+
 /// Records this node in the store at start.
 async fn register<S: Store, C: Clock>(ctx: Arc<Ctx<S, C>>) {
     let now = ctx.clock.now();
@@ -303,6 +327,7 @@ impl<S: Store, C: Clock> Engine<S, C> {
             tracker: TaskTracker::new(),
         });
         ctx.tracker.spawn(register(ctx.clone()));
+        ctx.tracker.spawn(watch(ctx.clone()));
         ctx.tracker.spawn(planner::run(ctx.clone()));
         ctx.tracker.spawn(dispatcher::run(ctx.clone()));
         ctx.tracker.spawn(lease_keeper::run(ctx.clone()));

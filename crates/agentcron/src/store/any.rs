@@ -102,5 +102,6 @@ delegate! {
     fn next_run_at(&self) -> Option<Timestamp>;
     fn running_count(&self, task: TaskId, except: RunId) -> i64;
     fn database_now(&self) -> Option<Timestamp>;
+    fn changes(&self) -> Option<tokio::sync::mpsc::Receiver<super::Change>>;
     fn heartbeat(&self, node: &str, now: Timestamp, skew_ms: i64) -> ();
 }

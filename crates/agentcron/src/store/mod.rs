@@ -292,6 +292,15 @@ pub struct Attempt {
     pub error: Option<String>,
 }
 
+/// What another process changed (see [`Store::changes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A task was created, changed or resumed: plan again.
+    Tasks,
+    /// A run became ready (queued, requeued, retried): claim again.
+    Runs,
+}
+
 /// The storage seam. Every method is one database operation (one statement
 /// or one transaction); backends must pass `tests/store_conformance.rs`.
 pub trait Store: Send + Sync + 'static {
@@ -492,6 +501,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// The dispatcher's wake-up: the earliest `run_at` of a ready run.
     fn next_run_at(&self) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+
+    /// A feed of what other processes change in a shared database, where the
+    /// backend has one (PostgreSQL: LISTEN/NOTIFY); `None` otherwise, and
+    /// then engines poll. A feed that loses its connection re-establishes it
+    /// and reports both kinds of change, since some may have been missed.
+    fn changes(
+        &self,
+    ) -> impl Future<Output = Result<Option<tokio::sync::mpsc::Receiver<Change>>, StoreError>> + Send
+    {
+        async { Ok(None) }
+    }
 
     /// The database's clock, where it may differ from this node's (a shared
     /// database on another machine); `None` when there is one clock.

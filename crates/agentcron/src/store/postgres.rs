@@ -36,6 +36,29 @@ pub struct PgStore {
     operations: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// The LISTEN/NOTIFY channel; payloads `tasks` and `runs`.
+const CHANNEL: &str = "agentcron";
+
+/// Tells the other nodes, when `tx` commits, that tasks or runs changed.
+async fn notify(tx: &mut Transaction<'static, Postgres>, what: &str) -> Result<(), StoreError> {
+    query("SELECT pg_notify(?, ?)")
+        .bind(CHANNEL)
+        .bind(what.to_string())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// [`notify`] outside a transaction.
+async fn notify_now(pool: &PgPool, what: &str) -> Result<(), StoreError> {
+    query("SELECT pg_notify(?, ?)")
+        .bind(CHANNEL)
+        .bind(what.to_string())
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// `?` placeholders as `$1, $2, …`; `?N` as `$N`. The statements here hold
 /// no `?` inside string literals.
 fn numbered(sql: &str) -> String {
@@ -241,6 +264,9 @@ impl Store for PgStore {
         .bind(ms(p.now))
         .execute(&self.pool)
         .await;
+        if res.is_ok() {
+            notify_now(&self.pool, "tasks").await?;
+        }
         match res {
             Err(e) if is_unique_violation(&e) => Err(StoreError::DuplicateName(p.spec.name)),
             Err(e) => Err(e.into()),
@@ -308,6 +334,7 @@ impl Store for PgStore {
                 current: task.version,
             });
         }
+        notify(&mut tx, "tasks").await?;
         tx.commit().await?;
         Ok(task)
     }
@@ -334,6 +361,9 @@ impl Store for PgStore {
             .collect::<Result<Vec<_>, _>>()?;
         let plans: Vec<(&Task, TaskPlan)> = tasks.iter().map(|t| (t, planner(t))).collect();
         let runs_inserted = Self::apply_plans(&mut tx, &plans, p.now).await?;
+        if runs_inserted > 0 {
+            notify(&mut tx, "runs").await?;
+        }
         tx.commit().await?;
         Ok(PlanOutcome {
             tasks: tasks.len(),
@@ -509,6 +539,7 @@ impl Store for PgStore {
         }
         let why = "the node stopped before the attempt finished";
         Self::close_attempt(&mut tx, &id.to_string(), fence, ms(now), "released", why).await?;
+        notify(&mut tx, "runs").await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -598,6 +629,9 @@ impl Store for PgStore {
         .bind(task.to_string())
         .execute(&self.pool)
         .await?;
+        if res.rows_affected() > 0 {
+            notify_now(&self.pool, "runs").await?;
+        }
         Ok(res.rows_affected())
     }
 
@@ -717,6 +751,9 @@ impl Store for PgStore {
                 .await?;
             reaped.push(id.parse().map_err(|e| corrupt("runs", e))?);
         }
+        if !reaped.is_empty() {
+            notify(&mut tx, "runs").await?;
+        }
         tx.commit().await?;
         Ok(reaped)
     }
@@ -801,6 +838,7 @@ impl Store for PgStore {
             .execute(&mut *tx)
             .await?;
         let task = Self::task_by_id(&mut *tx, &id.to_string()).await?;
+        notify(&mut tx, "tasks").await?;
         tx.commit().await?;
         Ok(task)
     }
@@ -860,6 +898,9 @@ impl Store for PgStore {
             state: task.state,
         };
         let inserted = Self::apply_plans(&mut tx, &[(task, plan)], now).await?;
+        if inserted > 0 {
+            notify(&mut tx, "runs").await?;
+        }
         tx.commit().await?;
         Ok(inserted == 1)
     }
@@ -952,6 +993,42 @@ impl Store for PgStore {
                 .fetch_one(&self.pool)
                 .await?;
         opt_instant("runs", next)
+    }
+
+    async fn changes(
+        &self,
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<super::Change>>, StoreError> {
+        use super::Change;
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+        listener.listen(CHANNEL).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            loop {
+                let changes: &[Change] = match listener.try_recv().await {
+                    Ok(Some(n)) if n.payload() == "tasks" => &[Change::Tasks],
+                    Ok(Some(_)) => &[Change::Runs],
+                    Ok(None) => {
+                        tracing::warn!("the LISTEN connection dropped and was re-established");
+                        &[Change::Tasks, Change::Runs]
+                    }
+                    Err(sqlx::Error::PoolClosed) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "listening for changes failed; retrying in 1s");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        &[Change::Tasks, Change::Runs]
+                    }
+                };
+                for change in changes {
+                    // A full queue already holds a wake-up; a closed one has no reader.
+                    if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) =
+                        tx.try_send(*change)
+                    {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Some(rx))
     }
 
     async fn database_now(&self) -> Result<Option<Timestamp>, StoreError> {

@@ -216,6 +216,8 @@ impl Cleanup for tempfile::TempDir {
 /// A schema of its own for one test.
 pub struct PgSchema {
     pub store: agentcron::store::PgStore,
+    /// The URL that opens this schema.
+    pub url: String,
     base: String,
     schema: String,
 }
@@ -277,6 +279,7 @@ pub async fn pg_store() -> Option<(agentcron::store::PgStore, PgSchema)> {
         store.clone(),
         PgSchema {
             store,
+            url,
             base,
             schema,
         },
