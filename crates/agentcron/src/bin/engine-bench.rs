@@ -1,6 +1,11 @@
-//! Engine benchmark on a real SQLite file with a no-op handler.
+//! Engine benchmark on a real SQLite file, or a real PostgreSQL database, with
+//! a no-op handler.
 //!
 //! `cargo run --release -p agentcron --bin engine-bench [-- burst|sustained [TASKS]]`
+//!
+//! `… -- pg-burst|pg-sustained URL NODES [TASKS]` runs the same on PostgreSQL
+//! (in a fresh schema of the database at URL) with NODES engines in this
+//! process, each with its own connection pool, and counts duplicate starts.
 //!
 //! - burst: 5,000 `once` tasks due at the same instant. Prints the time until
 //!   all have started, start lateness (start minus scheduled time) p50/p99/max,
@@ -12,26 +17,135 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentcron::store::{NewTask, SqliteStore, Store};
+use agentcron::store::{AnyStore, NewTask, Store};
 use agentcron::{Engine, EngineConfig, Handlers, RunStatus, SystemClock, TaskId, TaskSpec};
 use jiff::{SignedDuration, Timestamp};
 
 type Lateness = Arc<Mutex<Vec<i64>>>;
 
-fn handlers(lateness: &Lateness, started: &Arc<AtomicUsize>) -> Handlers {
+/// What the no-op handler saw, shared by every engine of a run.
+#[derive(Clone, Default)]
+struct Seen {
+    lateness: Lateness,
+    started: Arc<AtomicUsize>,
+    /// Run ids started, to count duplicate starts across nodes.
+    runs: Arc<Mutex<std::collections::HashSet<agentcron::RunId>>>,
+    duplicates: Arc<AtomicUsize>,
+}
+
+fn handlers(seen: &Seen) -> Handlers {
     let mut h = Handlers::new();
-    let (lateness, started) = (lateness.clone(), started.clone());
+    let seen = seen.clone();
     h.register("noop", move |ctx| {
         let late = Timestamp::now()
             .duration_since(ctx.scheduled_for)
             .as_micros() as i64;
-        if let Ok(mut l) = lateness.lock() {
+        if let Ok(mut l) = seen.lateness.lock() {
             l.push(late);
         }
-        started.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut runs) = seen.runs.lock()
+            && !runs.insert(ctx.run_id)
+        {
+            seen.duplicates.fetch_add(1, Ordering::Relaxed);
+        }
+        seen.started.fetch_add(1, Ordering::Relaxed);
         async { Ok(None) }
     });
     h
+}
+
+/// Where a bench runs: the stores its engines use (one per node).
+struct Target {
+    stores: Vec<AnyStore>,
+    /// PostgreSQL: the schema to drop afterwards, and how to reach the database.
+    schema: Option<(String, String)>,
+}
+
+impl Target {
+    async fn sqlite(name: &str) -> Result<Target, Box<dyn std::error::Error>> {
+        let dir = tempfile_dir()?;
+        let store = AnyStore::open(&format!("sqlite://{}/{name}.db", dir.display())).await?;
+        Ok(Target {
+            stores: vec![store],
+            schema: None,
+        })
+    }
+
+    async fn postgres(base: &str, nodes: usize) -> Result<Target, Box<dyn std::error::Error>> {
+        use sqlx::{Connection, Executor};
+        let schema = format!("agentcron_bench_{}", std::process::id());
+        let mut admin = sqlx::PgConnection::connect(base).await?;
+        admin
+            .execute(sqlx::AssertSqlSafe(format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+            )))
+            .await?;
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        let mut stores = Vec::new();
+        for _ in 0..nodes {
+            stores.push(AnyStore::open(&url).await?);
+        }
+        Ok(Target {
+            stores,
+            schema: Some((base.to_string(), schema)),
+        })
+    }
+
+    fn start(
+        &self,
+        seen: &Seen,
+    ) -> Result<Vec<Engine<AnyStore, SystemClock>>, Box<dyn std::error::Error>> {
+        let mut engines = Vec::new();
+        for (i, store) in self.stores.iter().enumerate() {
+            let mut config = config();
+            config.node = format!("bench-{i}");
+            if store.is_shared() {
+                config.max_sleep = Some(Duration::from_secs(5));
+            }
+            engines.push(Engine::start(
+                store.clone(),
+                SystemClock,
+                config,
+                handlers(seen),
+            )?);
+        }
+        Ok(engines)
+    }
+
+    async fn finish(
+        self,
+        engines: Vec<Engine<AnyStore, SystemClock>>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        for e in engines {
+            e.shutdown(Duration::from_secs(5)).await;
+        }
+        if let Some((base, schema)) = self.schema {
+            use sqlx::{Connection, Executor};
+            let mut admin = sqlx::PgConnection::connect(&base).await?;
+            admin
+                .execute(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// How far ahead the first fire is set: time to create the tasks (one
+    /// statement each, slower over a network connection than into SQLite).
+    fn lead(&self, secs: i64) -> SignedDuration {
+        SignedDuration::from_secs(if self.schema.is_some() {
+            secs * 4
+        } else {
+            secs
+        })
+    }
+
+    fn describe(&self) -> String {
+        match &self.schema {
+            None => "SQLite".into(),
+            Some(_) => format!("PostgreSQL, {} node(s)", self.stores.len()),
+        }
+    }
 }
 
 fn percentile(sorted: &[i64], p: f64) -> f64 {
@@ -43,7 +157,7 @@ fn percentile(sorted: &[i64], p: f64) -> f64 {
 }
 
 async fn create(
-    store: &SqliteStore,
+    store: &AnyStore,
     n: usize,
     schedule: serde_json::Value,
     first: Timestamp,
@@ -71,7 +185,7 @@ async fn create(
     Ok(())
 }
 
-async fn succeeded(store: &SqliteStore) -> Result<i64, Box<dyn std::error::Error>> {
+async fn succeeded(store: &AnyStore) -> Result<i64, Box<dyn std::error::Error>> {
     Ok(store
         .run_status_counts()
         .await?
@@ -89,11 +203,10 @@ fn config() -> EngineConfig {
     }
 }
 
-async fn burst() -> Result<(), Box<dyn std::error::Error>> {
+async fn burst(target: Target) -> Result<(), Box<dyn std::error::Error>> {
     const N: usize = 5000;
-    let dir = tempfile_dir()?;
-    let store = SqliteStore::open(&format!("sqlite://{}/burst.db", dir.display())).await?;
-    let fire = Timestamp::now() + SignedDuration::from_secs(3);
+    let store = target.stores[0].clone();
+    let fire = Timestamp::now() + target.lead(3);
     create(
         &store,
         N,
@@ -101,14 +214,9 @@ async fn burst() -> Result<(), Box<dyn std::error::Error>> {
         fire,
     )
     .await?;
-    let lateness: Lateness = Arc::new(Mutex::new(Vec::with_capacity(N)));
-    let started = Arc::new(AtomicUsize::new(0));
-    let engine = Engine::start(
-        store.clone(),
-        SystemClock,
-        config(),
-        handlers(&lateness, &started),
-    )?;
+    let seen = Seen::default();
+    let started = seen.started.clone();
+    let engines = target.start(&seen)?;
     // Wait for the fire, then for every start and every recorded outcome.
     while Timestamp::now() < fire {
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -130,10 +238,11 @@ async fn burst() -> Result<(), Box<dyn std::error::Error>> {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let all_recorded = t0.elapsed();
-    engine.shutdown(Duration::from_secs(5)).await;
-    let mut l = lateness.lock().map_err(|_| "poisoned")?.clone();
+    let what = target.describe();
+    target.finish(engines).await?;
+    let mut l = seen.lateness.lock().map_err(|_| "poisoned")?.clone();
     l.sort_unstable();
-    println!("burst: {N} tasks due at one instant");
+    println!("burst ({what}): {N} tasks due at one instant");
     println!(
         "  all started after      {:8.1} ms",
         all_started.as_secs_f64() * 1000.0
@@ -148,24 +257,21 @@ async fn burst() -> Result<(), Box<dyn std::error::Error>> {
         percentile(&l, 0.99),
         percentile(&l, 1.0)
     );
+    println!(
+        "  duplicate starts       {:8}",
+        seen.duplicates.load(Ordering::Relaxed)
+    );
     Ok(())
 }
 
-async fn sustained(n: usize) -> Result<(), Box<dyn std::error::Error>> {
+async fn sustained(target: Target, n: usize) -> Result<(), Box<dyn std::error::Error>> {
     let n_tasks = n;
     const SECS: i64 = 10;
-    let dir = tempfile_dir()?;
-    let store = SqliteStore::open(&format!("sqlite://{}/sustained.db", dir.display())).await?;
-    let start = Timestamp::now().round(jiff::Unit::Second)? + SignedDuration::from_secs(5);
+    let store = target.stores[0].clone();
+    let start = Timestamp::now().round(jiff::Unit::Second)? + target.lead(5);
     create(&store, n_tasks, serde_json::json!({"every": "1s"}), start).await?;
-    let lateness: Lateness = Arc::new(Mutex::new(Vec::new()));
-    let started = Arc::new(AtomicUsize::new(0));
-    let engine = Engine::start(
-        store.clone(),
-        SystemClock,
-        config(),
-        handlers(&lateness, &started),
-    )?;
+    let seen = Seen::default();
+    let engines = target.start(&seen)?;
     while Timestamp::now() < start {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -174,10 +280,11 @@ async fn sustained(n: usize) -> Result<(), Box<dyn std::error::Error>> {
     tokio::time::sleep(Duration::from_secs(SECS as u64)).await;
     let after = succeeded(&store).await?;
     let elapsed = t0.elapsed().as_secs_f64();
-    engine.shutdown(Duration::from_secs(5)).await;
-    let mut l = lateness.lock().map_err(|_| "poisoned")?.clone();
+    let what = target.describe();
+    target.finish(engines).await?;
+    let mut l = seen.lateness.lock().map_err(|_| "poisoned")?.clone();
     l.sort_unstable();
-    println!("sustained: {n_tasks} tasks every second for {SECS} s");
+    println!("sustained ({what}): {n_tasks} tasks every second for {SECS} s");
     println!(
         "  recorded succeeded runs  {:8.0} runs/s",
         (after - before) as f64 / elapsed
@@ -192,6 +299,10 @@ async fn sustained(n: usize) -> Result<(), Box<dyn std::error::Error>> {
         percentile(&l, 0.99),
         percentile(&l, 1.0)
     );
+    println!(
+        "  duplicate starts         {:8}",
+        seen.duplicates.load(Ordering::Relaxed)
+    );
     Ok(())
 }
 
@@ -203,16 +314,33 @@ fn tempfile_dir() -> Result<std::path::PathBuf, std::io::Error> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let which = std::env::args().nth(1).unwrap_or_else(|| "all".into());
-    if which == "burst" || which == "all" {
-        burst().await?;
-    }
-    if which == "sustained" || which == "all" {
-        let n = std::env::args()
-            .nth(2)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(12_000);
-        sustained(n).await?;
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize| args.get(i).cloned();
+    let which = arg(1).unwrap_or_else(|| "all".into());
+    let number = |i: usize, default: usize| arg(i).and_then(|n| n.parse().ok()).unwrap_or(default);
+    match which.as_str() {
+        "burst" => burst(Target::sqlite("burst").await?).await?,
+        "sustained" => sustained(Target::sqlite("sustained").await?, number(2, 12_000)).await?,
+        "all" => {
+            burst(Target::sqlite("burst").await?).await?;
+            sustained(Target::sqlite("sustained").await?, 12_000).await?;
+        }
+        "pg-burst" | "pg-sustained" => {
+            let url =
+                arg(2).ok_or("give the PostgreSQL URL, e.g. postgres://postgres@127.0.0.1/test")?;
+            let target = Target::postgres(&url, number(3, 1)).await?;
+            if which == "pg-burst" {
+                burst(target).await?;
+            } else {
+                sustained(target, number(4, 5_000)).await?;
+            }
+        }
+        other => {
+            return Err(format!(
+                "unknown bench `{other}`: burst, sustained, pg-burst, pg-sustained"
+            )
+            .into());
+        }
     }
     let _ = std::fs::remove_dir_all(tempfile_dir()?);
     Ok(())

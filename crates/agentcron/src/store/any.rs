@@ -44,6 +44,16 @@ impl AnyStore {
         matches!(self, AnyStore::Postgres(_))
     }
 
+    /// How many runs are in each status (for metrics and benchmarks).
+    pub async fn run_status_counts(
+        &self,
+    ) -> Result<Vec<(crate::model::RunStatus, i64)>, StoreError> {
+        match self {
+            AnyStore::Sqlite(s) => s.run_status_counts().await,
+            AnyStore::Postgres(s) => s.run_status_counts().await,
+        }
+    }
+
     /// How many store operations this store has served.
     pub fn operations(&self) -> u64 {
         match self {
