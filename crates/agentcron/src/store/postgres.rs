@@ -116,7 +116,8 @@ impl PgStore {
         let options: PgConnectOptions = url.parse()?;
         let pool = PgPoolOptions::new()
             .max_connections(8)
-            .acquire_timeout(std::time::Duration::from_secs(10))
+            // Short: in an outage, loops fail fast and retry every second.
+            .acquire_timeout(std::time::Duration::from_secs(3))
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
