@@ -4,7 +4,7 @@ mod support;
 
 use std::process::Command;
 
-use support::{cli, client, serve, until};
+use support::{Answer, cli, client, serve, until};
 
 fn example_task() -> serde_json::Value {
     serde_json::json!({
@@ -28,14 +28,7 @@ async fn health_create_read_and_problems() {
     // The engine records its node as it starts; poll until it has.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let nodes = loop {
-        let v: serde_json::Value = http
-            .get(url("/api/v1/nodes"))
-            .send()
-            .await
-            .expect("nodes")
-            .json()
-            .await
-            .expect("json");
+        let v: serde_json::Value = http.get(url("/api/v1/nodes")).json_value().await;
         if v["nodes"].as_array().is_some_and(|n| !n.is_empty()) {
             break v;
         }
@@ -56,14 +49,7 @@ async fn health_create_read_and_problems() {
         (health.status().as_u16(), health.text().await.expect("body")),
         (200, "ok".to_string())
     );
-    let ready: serde_json::Value = http
-        .get(url("/readyz"))
-        .send()
-        .await
-        .expect("readyz")
-        .json()
-        .await
-        .expect("json");
+    let ready: serde_json::Value = http.get(url("/readyz")).json_value().await;
     assert_eq!(ready, serde_json::json!({"status": "ready"}));
 
     // Create: 201, Location, the stored task with everything sent.
@@ -102,12 +88,8 @@ async fn health_create_read_and_problems() {
     for key in [task["id"].as_str().expect("id"), "daily-report"] {
         let got: serde_json::Value = http
             .get(url(&format!("/api/v1/tasks/{key}")))
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
+            .json_value()
+            .await;
         assert_eq!(got, task);
     }
 
@@ -208,11 +190,8 @@ async fn runs_pause_resume_and_cancel() {
         assert_eq!(
             http.post(url("/api/v1/tasks"))
                 .json(&spec)
-                .send()
-                .await
-                .expect("post")
-                .status()
-                .as_u16(),
+                .status_code()
+                .await,
             201
         );
     }
@@ -231,12 +210,8 @@ async fn runs_pause_resume_and_cancel() {
     let id = runs[0]["id"].as_str().expect("id").to_string();
     let mut run: serde_json::Value = http
         .get(url(&format!("/api/v1/runs/{id}")))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     let attempts = run
         .as_object_mut()
         .and_then(|o| o.remove("attempts"))
@@ -266,12 +241,8 @@ async fn runs_pause_resume_and_cancel() {
     let id = runs[0]["id"].as_str().expect("id").to_string();
     let cancelled: serde_json::Value = http
         .post(url(&format!("/api/v1/runs/{id}/cancel")))
-        .send()
-        .await
-        .expect("post")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     assert_eq!(
         (cancelled["status"].as_str(), cancelled["error"].as_str()),
         (Some("cancelled"), Some("cancelled through the API"))
@@ -298,50 +269,33 @@ async fn runs_pause_resume_and_cancel() {
         .expect("post");
     let paused: serde_json::Value = http
         .post(url("/api/v1/tasks/hourly/pause"))
-        .send()
-        .await
-        .expect("post")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     assert_eq!(
         (paused["state"].as_str(), paused["version"].as_i64()),
         (Some("paused"), Some(2))
     );
     assert_eq!(
         http.post(url("/api/v1/tasks/hourly/pause"))
-            .send()
-            .await
-            .expect("post")
-            .status()
-            .as_u16(),
+            .status_code()
+            .await,
         409
     );
     let resumed: serde_json::Value = http
         .post(url("/api/v1/tasks/hourly/resume"))
-        .send()
-        .await
-        .expect("post")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     assert_eq!(resumed["state"], "active");
     assert_eq!(
         http.post(url("/api/v1/tasks/hourly/resume"))
-            .send()
-            .await
-            .expect("post")
-            .status()
-            .as_u16(),
+            .status_code()
+            .await,
         409
     );
     assert_eq!(
         http.post(url("/api/v1/tasks/nope/pause"))
-            .send()
-            .await
-            .expect("post")
-            .status()
-            .as_u16(),
+            .status_code()
+            .await,
         404
     );
 }
@@ -363,12 +317,8 @@ async fn upcoming_patch_trigger_delete_and_preview() {
 
     let up: serde_json::Value = http
         .get(url("/api/v1/tasks/h/upcoming?count=3"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     let next: Vec<jiff::Timestamp> = up["next"]
         .as_array()
         .expect("next")
@@ -386,23 +336,16 @@ async fn upcoming_patch_trigger_delete_and_preview() {
     assert_eq!(
         http.patch(url("/api/v1/tasks/h"))
             .json(&patch)
-            .send()
-            .await
-            .expect("patch")
-            .status()
-            .as_u16(),
+            .status_code()
+            .await,
         428
     );
     let patched: serde_json::Value = http
         .patch(url("/api/v1/tasks/h"))
         .header("if-match", "1")
         .json(&patch)
-        .send()
-        .await
-        .expect("patch")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     assert_eq!(
         (patched["version"].as_i64(), patched["description"].as_str()),
         (Some(2), Some("half-hourly now"))
@@ -439,12 +382,8 @@ async fn upcoming_patch_trigger_delete_and_preview() {
     let run: serde_json::Value = http
         .post(url("/api/v1/tasks/h/trigger"))
         .json(&serde_json::json!({"payload": {"q": "right now"}}))
-        .send()
-        .await
-        .expect("post")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     assert_eq!(
         (run["trigger"].as_str(), run["status"].as_str()),
         (Some("manual"), Some("queued"))
@@ -464,23 +403,8 @@ async fn upcoming_patch_trigger_delete_and_preview() {
     assert_eq!(odd.status().as_u16(), 422);
 
     // DELETE: the task is kept, cancelled, and stops firing.
-    assert_eq!(
-        http.delete(url("/api/v1/tasks/h"))
-            .send()
-            .await
-            .expect("delete")
-            .status()
-            .as_u16(),
-        204
-    );
-    let gone: serde_json::Value = http
-        .get(url("/api/v1/tasks/h"))
-        .send()
-        .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json");
+    assert_eq!(http.delete(url("/api/v1/tasks/h")).status_code().await, 204);
+    let gone: serde_json::Value = http.get(url("/api/v1/tasks/h")).json_value().await;
     assert_eq!(
         (gone["state"].as_str(), gone["next_fire_at"].is_null()),
         (Some("cancelled"), true)
@@ -490,12 +414,8 @@ async fn upcoming_patch_trigger_delete_and_preview() {
     let preview: serde_json::Value = http
         .post(url("/api/v1/cron/preview"))
         .json(&serde_json::json!({"expression": "0 9 * * 1-5", "timezone": "Asia/Shanghai", "count": 2}))
-        .send()
-        .await
-        .expect("post")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     assert_eq!(
         (preview["valid"].as_bool(), preview["description"].as_str()),
         (Some(true), Some("At 09:00, Monday through Friday"))
@@ -510,12 +430,8 @@ async fn upcoming_patch_trigger_delete_and_preview() {
     let wrong: serde_json::Value = http
         .post(url("/api/v1/cron/preview"))
         .json(&serde_json::json!({"expression": "0 25 * * *"}))
-        .send()
-        .await
-        .expect("post")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     assert_eq!(
         (wrong["field"].as_str(), wrong["column"].as_u64()),
         (Some("expression"), Some(3))
@@ -543,11 +459,8 @@ async fn listing_tasks_and_runs_with_attempts_and_limits() {
         assert_eq!(
             http.post(url("/api/v1/tasks"))
                 .json(&spec)
-                .send()
-                .await
-                .expect("post")
-                .status()
-                .as_u16(),
+                .status_code()
+                .await,
             201
         );
     }
@@ -612,23 +525,16 @@ async fn listing_tasks_and_runs_with_attempts_and_limits() {
     }
     assert_eq!(
         http.get(url("/api/v1/tasks?colour=blue"))
-            .send()
-            .await
-            .expect("get")
-            .status()
-            .as_u16(),
+            .status_code()
+            .await,
         400
     );
 
     // A triggered run shows up in /runs, filtered, with its attempts.
     let run: serde_json::Value = http
         .post(url("/api/v1/tasks/cleanup/trigger"))
-        .send()
-        .await
-        .expect("post")
-        .json()
-        .await
-        .expect("json");
+        .json_value()
+        .await;
     agent.next().await;
     let id = run["id"].as_str().expect("id").to_string();
     let done = until(

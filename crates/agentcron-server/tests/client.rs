@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{Server, cli, cli_env, client, serve};
+use support::{Answer, Server, cli, cli_env, client, serve};
 
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -34,12 +34,8 @@ fn fails(server: &Server, args: &[&str], code: i32) -> String {
 async fn task(server: &Server, name: &str) -> serde_json::Value {
     client()
         .get(server.url(&format!("/api/v1/tasks/{name}")))
-        .send()
+        .json_value()
         .await
-        .expect("get")
-        .json()
-        .await
-        .expect("json")
 }
 
 #[tokio::test]

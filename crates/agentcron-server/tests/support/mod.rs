@@ -102,6 +102,34 @@ fn serve_full(config: &str, listen: &str, database: Option<&str>) -> Server {
     Server { child, base, dir }
 }
 
+/// Sending a request and reading its answer in one step (tests only: a
+/// failure panics).
+pub trait Answer {
+    /// The answer's status code.
+    async fn status_code(self) -> u16;
+    /// The answer's body as JSON.
+    async fn json_value(self) -> Value;
+}
+
+impl Answer for reqwest::RequestBuilder {
+    async fn status_code(self) -> u16 {
+        self.send()
+            .await
+            .expect("the request is answered")
+            .status()
+            .as_u16()
+    }
+
+    async fn json_value(self) -> Value {
+        self.send()
+            .await
+            .expect("the request is answered")
+            .json()
+            .await
+            .expect("a JSON answer")
+    }
+}
+
 pub fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
