@@ -1281,3 +1281,5 @@ backend!(sqlite, {
 });
 
 backend!(postgres, crate::support::pg_store().await);
+
+backend!(mysql, crate::support::mysql_store().await);

@@ -4,9 +4,9 @@
 use jiff::Timestamp;
 
 use super::{
-    Attempt, ClaimParams, ClaimedRun, FinishAttempt, ListRuns, ListTasks, NewRun, NewTask, PgStore,
-    PlanOutcome, PlanParams, PruneParams, ReapParams, SqliteStore, Store, StoreError, TaskPlan,
-    UpdateTask,
+    Attempt, ClaimParams, ClaimedRun, FinishAttempt, ListRuns, ListTasks, MySqlStore, NewRun,
+    NewTask, PgStore, PlanOutcome, PlanParams, PruneParams, ReapParams, SqliteStore, Store,
+    StoreError, TaskPlan, UpdateTask,
 };
 use crate::model::{Node, Run, RunId, Task, TaskEvent, TaskId};
 
@@ -17,12 +17,14 @@ pub enum AnyStore {
     Sqlite(SqliteStore),
     /// `postgres://…`: any number of nodes.
     Postgres(PgStore),
+    /// `mysql://…` (MySQL or MariaDB): any number of nodes.
+    Mysql(MySqlStore),
 }
 
 /// Why a URL names no backend.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unsupported database URL `{0}`: use sqlite://path.db or postgres://user@host/db (MySQL is planned)"
+    "unsupported database URL `{0}`: use sqlite://path.db, postgres://user@host/db or mysql://user@host/db"
 )]
 pub struct UnsupportedUrl(pub String);
 
@@ -34,6 +36,9 @@ impl AnyStore {
             Ok(AnyStore::Sqlite(SqliteStore::open(url).await?))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(AnyStore::Postgres(PgStore::open(url).await?))
+        } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            let url = url.replacen("mariadb://", "mysql://", 1);
+            Ok(AnyStore::Mysql(MySqlStore::open(&url).await?))
         } else {
             Err(StoreError::Unsupported(UnsupportedUrl(url.to_string())))
         }
@@ -41,7 +46,7 @@ impl AnyStore {
 
     /// Whether several nodes may share this database.
     pub fn is_shared(&self) -> bool {
-        matches!(self, AnyStore::Postgres(_))
+        matches!(self, AnyStore::Postgres(_) | AnyStore::Mysql(_))
     }
 
     /// How many runs are in each status (for metrics and benchmarks).
@@ -51,6 +56,7 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(s) => s.run_status_counts().await,
             AnyStore::Postgres(s) => s.run_status_counts().await,
+            AnyStore::Mysql(s) => s.run_status_counts().await,
         }
     }
 
@@ -59,6 +65,7 @@ impl AnyStore {
         match self {
             AnyStore::Sqlite(s) => s.operations(),
             AnyStore::Postgres(s) => s.operations(),
+            AnyStore::Mysql(s) => s.operations(),
         }
     }
 }
@@ -72,6 +79,7 @@ macro_rules! delegate {
                     match self {
                         AnyStore::Sqlite(s) => s.$name($($arg),*).await,
                         AnyStore::Postgres(s) => s.$name($($arg),*).await,
+                        AnyStore::Mysql(s) => s.$name($($arg),*).await,
                     }
                 }
             )*

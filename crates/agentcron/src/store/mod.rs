@@ -7,6 +7,7 @@
 //! milliseconds.
 
 mod any;
+mod mysql;
 mod postgres;
 mod rows;
 mod sqlite;
@@ -20,6 +21,7 @@ use crate::model::{
 };
 
 pub use any::{AnyStore, UnsupportedUrl};
+pub use mysql::MySqlStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 

@@ -285,3 +285,61 @@ pub async fn pg_store() -> Option<(agentcron::store::PgStore, PgSchema)> {
         },
     ))
 }
+
+/// A database of its own for one test on MySQL/MariaDB.
+pub struct MyDatabase {
+    pub store: agentcron::store::MySqlStore,
+    base: String,
+    name: String,
+}
+
+impl Cleanup for MyDatabase {
+    async fn cleanup(self) {
+        use sqlx::{Connection, Executor};
+        self.store.close().await;
+        let mut admin = sqlx::MySqlConnection::connect(&self.base)
+            .await
+            .expect("reach MySQL");
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE {}", self.name)))
+            .await
+            .expect("drop the test database");
+    }
+}
+
+/// A MySQL/MariaDB store in a fresh database on the server named by
+/// `AGENTCRON_TEST_MYSQL_URL`. Without it: fails under CI, else notes how to
+/// enable the backend and skips.
+pub async fn mysql_store() -> Option<(agentcron::store::MySqlStore, MyDatabase)> {
+    use sqlx::{Connection, Executor};
+    let Ok(base) = std::env::var("AGENTCRON_TEST_MYSQL_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "AGENTCRON_TEST_MYSQL_URL is not set; .ci/run sets it after starting MariaDB"
+        );
+        static SAY: std::sync::Once = std::sync::Once::new();
+        SAY.call_once(|| {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "note: the MySQL conformance tests pass without running; set \
+                 AGENTCRON_TEST_MYSQL_URL=mysql://root@127.0.0.1:3306/test to run them"
+            );
+        });
+        return None;
+    };
+    let name = format!("agentcron_test_{}", uuid::Uuid::now_v7().simple());
+    let mut admin = sqlx::MySqlConnection::connect(&base)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach MySQL at {base}: {e}"));
+    admin
+        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .await
+        .expect("create database");
+    let server = base.rsplit_once('/').map_or(base.as_str(), |(s, _)| s);
+    let url = format!("{server}/{name}");
+    let store = agentcron::store::MySqlStore::open(&url)
+        .await
+        .expect("open mysql");
+    Some((store.clone(), MyDatabase { store, base, name }))
+}
