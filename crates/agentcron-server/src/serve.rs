@@ -22,11 +22,8 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         max_result_bytes: config.max_result_bytes,
         keep_runs: config.history.keep_runs,
         keep_for: config.history.keep_for.to_std(),
-        // Other nodes change a shared database too. PostgreSQL tells this
-        // node (LISTEN/NOTIFY); the bound is the fallback for a missed word.
-        max_sleep: store
-            .is_shared()
-            .then_some(std::time::Duration::from_secs(5)),
+        // Other nodes change a shared database too (see AnyStore::max_sleep).
+        max_sleep: store.max_sleep(),
         ..EngineConfig::default()
     };
     let tokens = crate::auth::Tokens::new(&config.tokens)?;

@@ -100,9 +100,7 @@ impl Target {
         for (i, store) in self.stores.iter().enumerate() {
             let mut config = config();
             config.node = format!("bench-{i}");
-            if store.is_shared() {
-                config.max_sleep = Some(Duration::from_secs(5));
-            }
+            config.max_sleep = store.max_sleep();
             engines.push(Engine::start(
                 store.clone(),
                 SystemClock,

@@ -49,6 +49,18 @@ impl AnyStore {
         matches!(self, AnyStore::Postgres(_) | AnyStore::Mysql(_))
     }
 
+    /// How long an engine may sleep without looking at the store: `None` for
+    /// SQLite (only this process writes), 5 s on PostgreSQL (other nodes'
+    /// changes arrive by LISTEN/NOTIFY; this is the fallback), 1 s on MySQL
+    /// (polling is the only way to hear of them).
+    pub fn max_sleep(&self) -> Option<std::time::Duration> {
+        match self {
+            AnyStore::Sqlite(_) => None,
+            AnyStore::Postgres(_) => Some(std::time::Duration::from_secs(5)),
+            AnyStore::Mysql(_) => Some(std::time::Duration::from_secs(1)),
+        }
+    }
+
     /// How many runs are in each status (for metrics and benchmarks).
     pub async fn run_status_counts(
         &self,

@@ -1,4 +1,4 @@
-//! High availability on PostgreSQL, end to end: three `agentcron serve`
+//! High availability on PostgreSQL and on MariaDB, end to end: three `agentcron serve`
 //! processes share one database while tasks fire every second with an http
 //! action pointed at a local recording server, and every few seconds one node
 //! is killed with SIGKILL and started again.
@@ -10,7 +10,9 @@
 //! attempts.
 //!
 //! Short by default (CI); `AGENTCRON_TEST_CHAOS_SECS=600` runs the long form.
-//! Needs `AGENTCRON_TEST_POSTGRES_URL` (fails under CI without it).
+//! Runs on each database that `AGENTCRON_TEST_POSTGRES_URL` and
+//! `AGENTCRON_TEST_MYSQL_URL` name (under CI both must be set), one after the
+//! other.
 
 mod support;
 
@@ -22,47 +24,158 @@ use support::{Server, client, serve_with_database};
 
 const TASKS: usize = 40;
 
-fn postgres_url() -> Option<String> {
-    match std::env::var("AGENTCRON_TEST_POSTGRES_URL") {
+fn database_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
         Ok(url) => Some(url),
         Err(_) => {
             assert!(
                 std::env::var_os("CI").is_none(),
-                "AGENTCRON_TEST_POSTGRES_URL is not set; .ci/run sets it after starting PostgreSQL"
+                "{var} is not set; .ci/run sets it after starting the database"
             );
             use std::io::Write as _;
             let _ = writeln!(
                 std::io::stderr(),
-                "note: the PostgreSQL HA test passes without running; set \
-                 AGENTCRON_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test to run it"
+                "note: the HA test skips that database; set {var} to run it"
             );
             None
         }
     }
 }
 
+/// An isolated place in one of the two databases, and an admin connection.
+enum Db {
+    Pg(sqlx::PgConnection),
+    My(sqlx::MySqlConnection),
+}
+
+impl Db {
+    /// A fresh schema (PostgreSQL) or database (MariaDB); returns the
+    /// connection, the URL that opens it and its name (to qualify tables).
+    async fn isolated(kind: &str, base: &str) -> (Db, String, String) {
+        let name = format!("agentcron_ha_{}", uuid::Uuid::now_v7().simple());
+        if kind == "postgres" {
+            let mut c = sqlx::PgConnection::connect(base)
+                .await
+                .expect("reach PostgreSQL");
+            c.execute(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+                .await
+                .expect("create schema");
+            let sep = if base.contains('?') { '&' } else { '?' };
+            let url = format!("{base}{sep}options=-c%20search_path%3D{name}");
+            (Db::Pg(c), url, name)
+        } else {
+            let mut c = sqlx::MySqlConnection::connect(base)
+                .await
+                .expect("reach MariaDB");
+            c.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .await
+                .expect("create database");
+            let server = base.rsplit_once('/').map_or(base, |(s, _)| s);
+            (Db::My(c), format!("{server}/{name}"), name)
+        }
+    }
+
+    async fn drop_place(&mut self, name: &str) {
+        match self {
+            Db::Pg(c) => c
+                .execute(sqlx::AssertSqlSafe(format!("DROP SCHEMA {name} CASCADE")))
+                .await
+                .map(|_| ()),
+            Db::My(c) => c
+                .execute(sqlx::AssertSqlSafe(format!("DROP DATABASE {name}")))
+                .await
+                .map(|_| ()),
+        }
+        .expect("drop");
+    }
+
+    /// A count, with `?` placeholders bound to `binds`.
+    async fn count(&mut self, sql: &str, binds: &[i64]) -> i64 {
+        match self {
+            Db::Pg(c) => {
+                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(dollars(sql)));
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                q.fetch_one(c).await.expect("count")
+            }
+            Db::My(c) => {
+                let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_string()));
+                for b in binds {
+                    q = q.bind(*b);
+                }
+                q.fetch_one(c).await.expect("count")
+            }
+        }
+    }
+
+    /// The runs in the window: (task name, scheduled_for, status, attempt, id).
+    async fn runs(
+        &mut self,
+        place: &str,
+        window: (i64, i64),
+    ) -> Vec<(String, i64, String, i64, String)> {
+        let sql = format!(
+            "SELECT t.name, r.scheduled_for, r.status, r.attempt, r.id FROM {place}.runs r \
+             JOIN {place}.tasks t ON t.id = r.task_id WHERE r.scheduled_for BETWEEN ? AND ?"
+        );
+        macro_rules! read {
+            ($c:expr, $sql:expr) => {{
+                let rows = sqlx::query(sqlx::AssertSqlSafe($sql))
+                    .bind(window.0)
+                    .bind(window.1)
+                    .fetch_all($c)
+                    .await
+                    .expect("runs");
+                rows.iter()
+                    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+                    .collect()
+            }};
+        }
+        match self {
+            Db::Pg(c) => read!(c, dollars(&sql)),
+            Db::My(c) => read!(c, sql),
+        }
+    }
+}
+
+/// `?` as `$1, $2, …` for PostgreSQL.
+fn dollars(sql: &str) -> String {
+    let mut n = 0;
+    sql.chars()
+        .map(|c| {
+            if c == '?' {
+                n += 1;
+                format!("${n}")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_killed_in_turn_record_every_fire_once() {
+    // One database after the other: six nodes at once would share 2 cores.
+    for (kind, var) in [
+        ("postgres", "AGENTCRON_TEST_POSTGRES_URL"),
+        ("mariadb", "AGENTCRON_TEST_MYSQL_URL"),
+    ] {
+        if let Some(base) = database_url(var) {
+            chaos(kind, &base).await;
+        }
+    }
+}
+
+async fn chaos(kind: &str, base: &str) {
     use agentcron_testkit::http::{Reply, TestServer};
-    let Some(base) = postgres_url() else {
-        return;
-    };
     let secs: u64 = std::env::var("AGENTCRON_TEST_CHAOS_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
 
-    // A schema of its own.
-    let schema = format!("agentcron_ha_{}", uuid::Uuid::now_v7().simple());
-    let mut admin = sqlx::PgConnection::connect(&base)
-        .await
-        .expect("reach PostgreSQL");
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .await
-        .expect("create schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    // A schema (or database) of its own.
+    let (mut admin, url, place) = Db::isolated(kind, base).await;
 
     // A slow agent, so that a kill interrupts calls in flight.
     let mut recorder = TestServer::start(vec![Reply::Slow {
@@ -120,15 +233,15 @@ async fn three_nodes_killed_in_turn_record_every_fire_once() {
     let window = (first * 1000, last * 1000);
     let settle = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM {schema}.runs WHERE scheduled_for BETWEEN $1 AND $2 \
-             AND status IN ('queued', 'running', 'retrying')"
-        )))
-        .bind(window.0)
-        .bind(window.1)
-        .fetch_one(&mut admin)
-        .await
-        .expect("count");
+        let open = admin
+            .count(
+                &format!(
+                    "SELECT COUNT(*) FROM {place}.runs WHERE scheduled_for BETWEEN ? AND ? \
+                     AND status IN ('queued', 'running', 'retrying')"
+                ),
+                &[window.0, window.1],
+            )
+            .await;
         if open == 0 {
             break;
         }
@@ -141,27 +254,14 @@ async fn three_nodes_killed_in_turn_record_every_fire_once() {
     drop(nodes);
 
     // The ledger: one row per (task, second), none missing, all succeeded.
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT t.name, r.id, r.scheduled_for, r.status, r.attempt FROM {schema}.runs r \
-         JOIN {schema}.tasks t ON t.id = r.task_id \
-         WHERE r.scheduled_for BETWEEN $1 AND $2"
-    )))
-    .bind(window.0)
-    .bind(window.1)
-    .fetch_all(&mut admin)
-    .await
-    .expect("runs");
+    let rows = admin.runs(&place, window).await;
     let mut fires: BTreeMap<(String, i64), usize> = BTreeMap::new();
     let mut runs: BTreeMap<String, i64> = BTreeMap::new();
     let mut recovered = 0;
-    for row in &rows {
-        let name: String = row.get("name");
-        let at: i64 = row.get("scheduled_for");
-        let status: String = row.get("status");
-        let attempt: i64 = row.get("attempt");
-        assert_eq!(status, "succeeded", "{name} at {at}");
+    for (name, at, status, attempt, id) in rows {
+        assert_eq!(status, "succeeded", "{kind}: {name} at {at}");
         *fires.entry((name, at)).or_default() += 1;
-        runs.insert(row.get("id"), attempt);
+        runs.insert(id, attempt);
         if attempt > 1 {
             recovered += 1;
         }
@@ -178,13 +278,15 @@ async fn three_nodes_killed_in_turn_record_every_fire_once() {
     }
 
     // No run has two successful attempts.
-    let doubled: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT COUNT(*) FROM (SELECT run_id FROM {schema}.attempts WHERE outcome = 'succeeded' \
-         GROUP BY run_id HAVING COUNT(*) > 1) AS d"
-    )))
-    .fetch_one(&mut admin)
-    .await
-    .expect("attempts");
+    let doubled = admin
+        .count(
+            &format!(
+                "SELECT COUNT(*) FROM (SELECT run_id FROM {place}.attempts \
+                 WHERE outcome = 'succeeded' GROUP BY run_id HAVING COUNT(*) > 1) AS d"
+            ),
+            &[],
+        )
+        .await;
     assert_eq!(doubled, 0, "a run completed twice");
 
     // Deliveries: per idempotency key, each delivery has its own attempt.
@@ -218,12 +320,9 @@ async fn three_nodes_killed_in_turn_record_every_fire_once() {
         }
     }
     eprintln!(
-        "HA on PostgreSQL: {secs} s, {killed} kills, {} fires in the window, each once; \
+        "HA on {kind}: {secs} s, {killed} kills, {} fires in the window, each once; \
          {recovered} runs needed more than one attempt, {duplicates} were delivered more than once",
         fires.len()
     );
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .await
-        .expect("drop schema");
+    admin.drop_place(&place).await;
 }
