@@ -572,24 +572,11 @@ async fn listing_tasks_and_runs_with_attempts_and_limits() {
     // Bodies over the limit answer 413, and nothing here answers 500.
     // (The server answers as soon as it sees the length, possibly before the client has
     // sent it all, so this speaks raw HTTP and ignores write errors.)
-    let status = {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let addr = server.base.trim_start_matches("http://").to_string();
-        let mut tcp = tokio::net::TcpStream::connect(&addr)
-            .await
-            .expect("connect");
-        let body = "a".repeat(2 << 20);
-        let head = format!(
-            "POST /api/v1/tasks HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            body.len()
-        );
-        let _ = tcp.write_all(head.as_bytes()).await;
-        let _ = tcp.write_all(body.as_bytes()).await;
-        let mut answer = vec![0u8; 64];
-        let n = tcp.read(&mut answer).await.unwrap_or(0);
-        String::from_utf8_lossy(&answer[..n]).into_owned()
-    };
-    assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    let (status, content_type, _) = support::post_oversized(&server.base, "/api/v1/tasks").await;
+    assert_eq!(
+        (status, content_type.as_deref()),
+        (413, Some("application/problem+json"))
+    );
     let r = http
         .post(url("/api/v1/tasks"))
         .header("content-type", "text/plain")

@@ -130,6 +130,46 @@ impl Answer for reqwest::RequestBuilder {
     }
 }
 
+/// POSTs a 2 MiB body to `path` over raw HTTP and returns the status,
+/// content type and body of the answer. The server answers 413 as soon as it
+/// sees the length, possibly before the body is sent, and closes: an HTTP
+/// client may then report a broken request instead of the answer, so this
+/// ignores write errors and reads what came back.
+pub async fn post_oversized(base: &str, path: &str) -> (u16, Option<String>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://").to_string();
+    let mut tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let body = "a".repeat(2 << 20);
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = tcp.write_all(head.as_bytes()).await;
+    let _ = tcp.write_all(body.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        tcp.read_to_end(&mut answer),
+    )
+    .await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let content_type = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("content-type")
+            .then(|| v.trim().to_string())
+    });
+    (status, content_type, body.to_string())
+}
+
 pub fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
