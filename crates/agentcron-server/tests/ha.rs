@@ -1,6 +1,6 @@
 //! High availability on PostgreSQL and on MariaDB, end to end: three `agentcron serve`
 //! processes share one database while tasks fire every second with an http
-//! action pointed at a local recording server, and every few seconds one node
+//! action pointed at a local recording server, and every 10 s one node
 //! is killed with SIGKILL and started again.
 //!
 //! Afterwards, for the fires in the window: each has exactly one ledger row,
@@ -22,7 +22,7 @@ use std::time::Duration;
 use sqlx::{Connection, Executor, Row};
 use support::{Server, client, serve_with_database};
 
-const TASKS: usize = 40;
+const TASKS: usize = 200;
 
 fn database_url(var: &str) -> Option<String> {
     match std::env::var(var) {
@@ -172,14 +172,14 @@ async fn chaos(kind: &str, base: &str) {
     let secs: u64 = std::env::var("AGENTCRON_TEST_CHAOS_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(60);
 
     // A schema (or database) of its own.
     let (mut admin, url, place) = Db::isolated(kind, base).await;
 
     // A slow agent, so that a kill interrupts calls in flight.
     let mut recorder = TestServer::start(vec![Reply::Slow {
-        delay: Duration::from_millis(800),
+        delay: Duration::from_millis(300),
         body: "{}".into(),
     }])
     .await;
@@ -206,11 +206,11 @@ async fn chaos(kind: &str, base: &str) {
     }
     let start = jiff::Timestamp::now();
 
-    // Chaos: every 5 s, SIGKILL one node and start it again.
+    // Chaos: every 10 s, SIGKILL one node and start it again.
     let mut killed = 0;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     while tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
         // Dropping a server kills it with SIGKILL; then a fresh one starts.
         drop(nodes.remove(killed % 3));
         nodes.push(serve_with_database(config, &url));

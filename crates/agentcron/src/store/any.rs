@@ -82,6 +82,16 @@ impl AnyStore {
     }
 }
 
+/// MySQL's deadlock (1213) or lock wait timeout (1205).
+fn is_lock_conflict(e: &StoreError) -> bool {
+    match e {
+        StoreError::Database(sqlx::Error::Database(db)) => db
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|m| matches!(m.number(), 1213 | 1205)),
+        _ => false,
+    }
+}
+
 /// Each method sends the call to the backend in use.
 macro_rules! delegate {
     ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $out:ty;)*) => {
@@ -91,7 +101,24 @@ macro_rules! delegate {
                     match self {
                         AnyStore::Sqlite(s) => s.$name($($arg),*).await,
                         AnyStore::Postgres(s) => s.$name($($arg),*).await,
-                        AnyStore::Mysql(s) => s.$name($($arg),*).await,
+                        // InnoDB picks deadlock victims (and times out lock
+                        // waits) under contention between nodes; the victim's
+                        // transaction was rolled back whole, so run it again.
+                        AnyStore::Mysql(s) => {
+                            let mut tries = 0u64;
+                            loop {
+                                match s.$name($(Clone::clone(&$arg)),*).await {
+                                    Err(e) if tries < 5 && is_lock_conflict(&e) => {
+                                        tries += 1;
+                                        tokio::time::sleep(std::time::Duration::from_millis(
+                                            20 * tries,
+                                        ))
+                                        .await;
+                                    }
+                                    other => break other,
+                                }
+                            }
+                        }
                     }
                 }
             )*
