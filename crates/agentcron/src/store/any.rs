@@ -44,11 +44,6 @@ impl AnyStore {
         }
     }
 
-    /// Whether several nodes may share this database.
-    pub fn is_shared(&self) -> bool {
-        matches!(self, AnyStore::Postgres(_) | AnyStore::Mysql(_))
-    }
-
     /// How long an engine may sleep without looking at the store: `None` for
     /// SQLite (only this process writes), 5 s on PostgreSQL (other nodes'
     /// changes arrive by LISTEN/NOTIFY; this is the fallback), 1 s on MySQL
